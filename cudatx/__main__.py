@@ -1,0 +1,3 @@
+from cudatx.cli import main
+
+main()

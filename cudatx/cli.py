@@ -1,0 +1,99 @@
+"""The command line: parse, call one core function, render. Nothing else prints or exits.
+
+Core modules are imported inside each command so that `--help` and `--version` stay quick.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from cudatx import __version__
+from cudatx.errors import CudatxError, ExitCode
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def target_options(command: F) -> F:
+    """--python and --ld-library-path, shared by every subcommand that reads an environment."""
+    command = click.option(
+        "--ld-library-path",
+        metavar="PATH",
+        default=None,
+        help="LD_LIBRARY_PATH of the process that will load the libraries "
+        "[default: the current value; '' for none].",
+    )(command)
+    command = click.option(
+        "--python",
+        "-p",
+        metavar="PATH",
+        default=None,
+        help="Interpreter or environment folder to inspect [default: as uv finds it: "
+        "VIRTUAL_ENV, CONDA_PREFIX, .venv here or above, then cudatx's own Python].",
+    )(command)
+    return command
+
+
+def _scan(python: str | None, ld_library_path: str | None) -> Any:
+    from cudatx.scan import scan
+
+    if ld_library_path is None:
+        ld_library_path = os.environ.get("LD_LIBRARY_PATH")
+    env = scan(python, ld_library_path=ld_library_path or None)
+    click.echo(f"Using Python {env.target.version} environment at: {env.target.prefix}", err=True)
+    return env
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cudatx")
+def cli() -> None:
+    """Plan and check package changes in CUDA Python environments before they break loading."""
+
+
+@cli.command()
+@click.argument("query", metavar="SONAME|PATH")
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON on stdout.")
+def why(query: str, python: str | None, ld_library_path: str | None, as_json: bool) -> None:
+    """Why a library is (or is not) found: who needs it, where the loader looked, what it took."""
+    from cudatx.render import why as render
+    from cudatx.why import explain
+
+    env = _scan(python, ld_library_path)
+    report = explain(env, query)
+    if as_json:
+        click.echo(render.to_json(report))
+    else:
+        click.echo(render.to_text(report, env.target.site_packages), nl=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every refusal is one line on stderr and a documented exit code."""
+    try:
+        code = cli.main(args=argv, prog_name="cudatx", standalone_mode=False)
+    except CudatxError as exc:
+        click.echo(f"cudatx: error: {exc.message}", err=True)
+        sys.exit(int(exc.exit_code))
+    except click.exceptions.Abort:
+        click.echo("cudatx: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"cudatx: error: {exc.format_message()}", err=True)
+        sys.exit(ExitCode.USAGE if exc.exit_code == 2 else exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("cudatx: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # a bug: say so in one line; the traceback only on request
+        if os.environ.get("CUDATX_DEBUG"):
+            raise
+        click.echo(
+            f"cudatx: internal error: {type(exc).__name__}: {exc} "
+            "(set CUDATX_DEBUG=1 for a traceback)",
+            err=True,
+        )
+        sys.exit(int(ExitCode.INTERNAL))
+    sys.exit(code if isinstance(code, int) else 0)

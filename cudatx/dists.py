@@ -1,0 +1,148 @@
+"""Installed distributions: *.dist-info (PEP 376/627) and *.egg-info folders on sys.path."""
+
+from __future__ import annotations
+
+import csv
+import os
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from cudatx.models import Distribution, Finding, RecordEntry
+
+
+def _read_text(path: Path, findings: list[Finding]) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        findings.append(
+            Finding(kind="unreadable", path=str(path), message=exc.strerror or str(exc))
+        )
+        return None
+
+
+def parse_record(text: str, record_path: str, findings: list[Finding]) -> tuple[RecordEntry, ...]:
+    """RECORD rows are `path,algorithm=digest,size`; bad rows become findings, never errors."""
+    entries: list[RecordEntry] = []
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as exc:
+        findings.append(Finding(kind="malformed RECORD", path=record_path, message=str(exc)))
+        return ()
+    for number, row in enumerate(rows, start=1):
+        where = f"{record_path}:{number}"
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) != 3 or not row[0]:
+            findings.append(
+                Finding(kind="malformed RECORD", path=where, message=f"expected 3 fields: {row!r}")
+            )
+            continue
+        path, hashed, size = row
+        algorithm = digest = None
+        if hashed:
+            algorithm, sep, digest = hashed.partition("=")
+            if not sep or not algorithm or not digest:
+                findings.append(
+                    Finding(kind="malformed RECORD", path=where, message=f"bad hash {hashed!r}")
+                )
+                continue
+        size_value: int | None = None
+        if size:
+            if not size.isdigit():
+                findings.append(
+                    Finding(kind="malformed RECORD", path=where, message=f"bad size {size!r}")
+                )
+                continue
+            size_value = int(size)
+        entries.append(
+            RecordEntry(path=path, hash_algorithm=algorithm, hash_digest=digest, size=size_value)
+        )
+    return tuple(entries)
+
+
+def _egg_requires(text: str) -> tuple[str, ...]:
+    """requires.txt sections `[extra:marker]` become PEP 508 markers, as importlib.metadata does."""
+    out: list[str] = []
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            continue
+        extra, _, marker = section.partition(":")
+        conditions = [f"({marker})"] if marker else []
+        if extra:
+            conditions.append(f'extra == "{extra}"')
+        out.append(f"{line}; {' and '.join(conditions)}" if conditions else line)
+    return tuple(out)
+
+
+def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Distribution | None:
+    egg = meta_dir.suffix == ".egg-info"
+    metadata_text = _read_text(meta_dir / ("PKG-INFO" if egg else "METADATA"), findings)
+    headers = HeaderParser().parsestr(metadata_text or "")
+    stem_name, _, stem_version = meta_dir.stem.partition("-")
+    display = headers.get("Name") or stem_name
+    version = headers.get("Version") or stem_version.partition("-")[0]
+    if not display:
+        findings.append(Finding(kind="malformed metadata", path=str(meta_dir), message="no name"))
+        return None
+    if metadata_text is None:
+        findings.append(
+            Finding(kind="malformed metadata", path=str(meta_dir), message="no metadata file")
+        )
+    if egg:
+        listing = _read_text(meta_dir / "installed-files.txt", findings) or ""
+        # Entries are relative to the .egg-info folder; RECORD paths are relative to the site.
+        records = tuple(
+            RecordEntry(path=os.path.normpath(os.path.join(meta_dir.name, line.strip())))
+            for line in listing.splitlines()
+            if line.strip()
+        )
+        requires = _egg_requires(_read_text(meta_dir / "requires.txt", findings) or "")
+    else:
+        record_text = _read_text(meta_dir / "RECORD", findings)
+        if record_text is None:
+            findings.append(Finding(kind="no RECORD", path=str(meta_dir), message="files unknown"))
+        records = parse_record(record_text or "", str(meta_dir / "RECORD"), findings)
+        requires = tuple(headers.get_all("Requires-Dist") or ())
+    installer = _read_text(meta_dir / "INSTALLER", findings)
+    return Distribution(
+        name=canonicalize_name(display),
+        display_name=display,
+        version=version,
+        metadata_dir=str(meta_dir),
+        site=site,
+        kind="egg-info" if egg else "dist-info",
+        records=records,
+        requires=requires,
+        installer=installer.strip() if installer else None,
+        direct_url=_read_text(meta_dir / "direct_url.json", findings),
+    )
+
+
+def scan_distributions(sys_path: tuple[str, ...]) -> tuple[tuple[Distribution, ...], list[Finding]]:
+    """Every distribution on sys.path; the first of a name wins, as importlib.metadata does."""
+    findings: list[Finding] = []
+    found: dict[str, Distribution] = {}
+    for site in sys_path:
+        try:
+            names = sorted(os.listdir(site))
+        except OSError:
+            continue  # zip files, missing folders: nothing installed there for us
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            meta_dir = Path(site, name)
+            if not meta_dir.is_dir():
+                continue
+            dist = _read_distribution(meta_dir, site, findings)
+            if dist is not None and dist.name not in found:
+                found[dist.name] = dist
+    return tuple(found.values()), findings

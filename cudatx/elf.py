@@ -1,0 +1,218 @@
+"""Read what glibc's loader reads from an ELF object: header, program headers, dynamic table.
+
+The only module that imports pyelftools, and it uses only its structs: pyelftools'
+DynamicSegment walks every section and parses .gnu.hash element by element when it is built,
+30-100x slower than the few reads below, and ELFFile rebuilds every struct for each file, which
+was half the time of a read before the structs were cached here. Only the bytes needed are
+read, since shared libraries reach 1 GB.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import IO, Any
+
+from elftools.common.exceptions import ELFError, ELFParseError
+from elftools.common.utils import struct_parse
+from elftools.construct import ConstructError
+from elftools.elf.enums import ENUM_E_MACHINE
+from elftools.elf.structs import ELFStructs
+
+from cudatx.errors import ElfReadError
+from cudatx.models import ElfInfo, VersionNeed
+
+_MAGIC = b"\x7fELF"
+_EI_NIDENT = 16
+_PN_XNUM = 0xFFFF
+
+# (p_vaddr, p_filesz, p_offset) of one PT_LOAD segment.
+_Load = tuple[int, int, int]
+
+
+def read_elf(path: str) -> ElfInfo:
+    """The loader-relevant facts of the ELF object at `path`; raises ElfReadError."""
+    return _parse(path, with_versions=True)[0]
+
+
+def dynstr_contains(path: str, name: str) -> bool:
+    """Whether `name` is a whole NUL-terminated string of the dynamic string table.
+
+    Cheaper than reading the dynamic symbol table, and enough to tell a Python extension
+    (which exports `PyInit_<module>`) from a plain library.
+    """
+    strtab = _parse(path, with_versions=False)[1]
+    needle = os.fsencode(name) + b"\0"
+    # The table starts with a NUL by convention, but do not rely on it for the first string.
+    return strtab.startswith(needle) or b"\0" + needle in strtab
+
+
+def _parse(path: str, *, with_versions: bool) -> tuple[ElfInfo, bytes]:
+    """The ElfInfo of `path` and its raw dynamic string table, every failure as ElfReadError."""
+    try:
+        with open(path, "rb") as stream:
+            return _parse_stream(path, stream, with_versions=with_versions)
+    except ElfReadError:
+        raise
+    except PermissionError:
+        raise ElfReadError(path, "permission denied") from None
+    except OSError as exc:
+        raise ElfReadError(path, f"cannot read: {exc.strerror or exc}") from None
+    except (ELFError, ConstructError):
+        # Every read past EOF surfaces as one of these (struct_parse wraps construct's errors).
+        raise ElfReadError(path, "truncated ELF file") from None
+    except Exception as exc:
+        # Garbage offsets, counts or enum values in a damaged file: never a crash of the scan.
+        raise ElfReadError(path, f"malformed ELF: {exc}") from None
+
+
+def _parse_stream(path: str, stream: IO[bytes], *, with_versions: bool) -> tuple[ElfInfo, bytes]:
+    ident = stream.read(_EI_NIDENT)
+    if not ident.startswith(_MAGIC):
+        if ident and len(ident) < len(_MAGIC) and _MAGIC.startswith(ident):
+            raise ElfReadError(path, "truncated ELF file")
+        raise ElfReadError(path, "not an ELF file")
+    if len(ident) < _EI_NIDENT:
+        raise ElfReadError(path, "truncated ELF file")
+    # pyelftools' structs exist only for these; anything else is damage, not truncation.
+    if ident[4] not in (1, 2) or ident[5] not in (1, 2):
+        raise ElfReadError(path, f"malformed ELF: EI_CLASS {ident[4]}, EI_DATA {ident[5]}")
+
+    little_endian, elf_class = ident[5] == 1, 32 if ident[4] == 1 else 64
+    header = struct_parse(_header_structs(little_endian, elf_class).Elf_Ehdr, stream, 0)
+    machine, elf_type = header["e_machine"], header["e_type"]
+    structs = _structs(little_endian, elf_class, elf_type, machine, header["e_ident"]["EI_OSABI"])
+    size = os.fstat(stream.fileno()).st_size
+    phoff: int = header["e_phoff"]
+    phentsize: int = header["e_phentsize"]
+    phnum: int = header["e_phnum"]
+    if phnum == _PN_XNUM:
+        # Too many program headers for e_phnum: the count is in section 0's sh_info.
+        phnum = struct_parse(structs.Elf_Shdr, stream, header["e_shoff"])["sh_info"]
+    if phnum and phentsize < structs.Elf_Phdr.sizeof():
+        raise ValueError(f"e_phentsize {phentsize} is too small")
+    if phnum and phoff + phnum * phentsize > size:
+        raise ELFParseError("the program headers run past the end of the file")
+
+    loads: list[_Load] = []
+    dynamic: Any = None
+    interpreter: str | None = None
+    for index in range(phnum):
+        phdr = struct_parse(structs.Elf_Phdr, stream, phoff + index * phentsize)
+        kind = phdr["p_type"]
+        if kind == "PT_LOAD":
+            loads.append((phdr["p_vaddr"], phdr["p_filesz"], phdr["p_offset"]))
+        elif kind == "PT_DYNAMIC":
+            dynamic = phdr
+        elif kind == "PT_INTERP":
+            raw = _read_at(stream, phdr["p_offset"], phdr["p_filesz"], size)
+            interpreter = os.fsdecode(raw.split(b"\0", 1)[0])
+
+    needed: list[int] = []
+    # glibc keeps one l_info slot per tag, so a repeated single-valued tag: the last one wins.
+    tags: dict[str, int] = {}
+    if dynamic is not None:
+        entry_size = structs.Elf_Dyn.sizeof()
+        start: int = dynamic["p_offset"]
+        for offset in range(start, start + dynamic["p_filesz"] - entry_size + 1, entry_size):
+            entry = struct_parse(structs.Elf_Dyn, stream, offset)
+            tag = entry["d_tag"]
+            if tag == "DT_NULL":
+                break
+            if tag == "DT_NEEDED":
+                needed.append(entry["d_val"])
+            elif isinstance(tag, str):
+                tags[tag] = entry["d_val"]
+
+    strtab = b""
+    if "DT_STRTAB" in tags:
+        if "DT_STRSZ" not in tags:
+            raise ValueError("DT_STRTAB without DT_STRSZ")
+        strtab_offset = _file_offset(loads, tags["DT_STRTAB"])
+        strtab = _read_at(stream, strtab_offset, tags["DT_STRSZ"], size)
+
+    def string(key: str) -> str | None:
+        return _cstring(strtab, tags[key]) if key in tags else None
+
+    version_needs: list[VersionNeed] = []
+    if with_versions and "DT_VERNEED" in tags:
+        # Bounded by the counts (as readelf does); glibc follows vn_next/vna_next until 0 and
+        # ignores them, which reads the same in any object the link editor wrote.
+        offset = _file_offset(loads, tags["DT_VERNEED"])
+        for _ in range(tags.get("DT_VERNEEDNUM", 0)):
+            verneed = struct_parse(structs.Elf_Verneed, stream, offset)
+            names: list[str] = []
+            aux_offset = offset + verneed["vn_aux"]
+            for _ in range(verneed["vn_cnt"]):
+                vernaux = struct_parse(structs.Elf_Vernaux, stream, aux_offset)
+                names.append(_cstring(strtab, vernaux["vna_name"]))
+                if not vernaux["vna_next"]:
+                    break
+                aux_offset += vernaux["vna_next"]
+            version_needs.append(
+                VersionNeed(file=_cstring(strtab, verneed["vn_file"]), versions=tuple(names))
+            )
+            if not verneed["vn_next"]:
+                break
+            offset += verneed["vn_next"]
+
+    info = ElfInfo(
+        path=path,
+        elf_class=elf_class,
+        data=ident[5],
+        machine=ENUM_E_MACHINE[machine] if isinstance(machine, str) else int(machine),
+        elf_type=elf_type if isinstance(elf_type, str) else f"{elf_type:#x}",
+        soname=string("DT_SONAME"),
+        needed=tuple(_cstring(strtab, offset) for offset in needed),
+        rpath=string("DT_RPATH"),
+        runpath=string("DT_RUNPATH"),
+        flags_1=tags.get("DT_FLAGS_1", 0),
+        interpreter=interpreter,
+        version_needs=tuple(version_needs),
+    )
+    return info, strtab
+
+
+@functools.lru_cache(maxsize=4)
+def _header_structs(little_endian: bool, elf_class: int) -> ELFStructs:
+    structs = ELFStructs(little_endian=little_endian, elfclass=elf_class)
+    structs.create_basic_structs()
+    return structs
+
+
+# Keyed by what the structs depend on (e_type, e_machine and EI_OSABI pick enum tables); the
+# structs are stateless parsers, so one set serves every file of a kind.
+@functools.lru_cache(maxsize=64)
+def _structs(
+    little_endian: bool, elf_class: int, e_type: Any, machine: Any, osabi: Any
+) -> ELFStructs:
+    structs = ELFStructs(little_endian=little_endian, elfclass=elf_class)
+    structs.create_basic_structs()
+    structs.create_advanced_structs(e_type, machine, osabi)
+    return structs
+
+
+def _read_at(stream: IO[bytes], offset: int, length: int, size: int) -> bytes:
+    # Checked before reading so that a garbage length never allocates gigabytes.
+    if offset < 0 or length < 0 or offset + length > size:
+        raise ELFParseError(f"{length} bytes at {offset} run past the end of the file")
+    stream.seek(offset)
+    data = stream.read(length)
+    if len(data) != length:
+        raise ELFParseError(f"short read at {offset}")
+    return data
+
+
+def _file_offset(loads: list[_Load], address: int) -> int:
+    for vaddr, filesz, offset in loads:
+        if vaddr <= address < vaddr + filesz:
+            return offset + address - vaddr
+    raise ValueError(f"address {address:#x} lies in no PT_LOAD segment")
+
+
+def _cstring(strtab: bytes, offset: int) -> str:
+    if not 0 <= offset < len(strtab):
+        raise ValueError(f"string offset {offset} is outside the dynamic string table")
+    end = strtab.find(b"\0", offset)
+    # fsdecode, as os.listdir does, so that a non-UTF-8 RPATH still names the same folders.
+    return os.fsdecode(strtab[offset : end if end >= 0 else len(strtab)])

@@ -1,0 +1,54 @@
+"""One exception root for everything cudatx refuses to do, with the exit code it maps to.
+
+The CLI turns a CudatxError into one line on stderr and its exit code; nothing else in
+cudatx prints or exits. The codes are documented in README.md ("Exit codes").
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FINDINGS = 1  # the command ran and found something wrong (later: doctor errors, unsafe plan)
+    USAGE = 2  # bad command line (click's own code for usage errors)
+    NO_ENVIRONMENT = 3  # the target Python could not be found or asked
+    NOT_FOUND = 4  # the library or path asked about is not in the environment
+    UNREADABLE = 5  # a file cudatx must read could not be read
+    INTERNAL = 70  # a bug in cudatx (EX_SOFTWARE)
+
+
+class CudatxError(Exception):
+    """Root of every error cudatx reports; `message` is one line a user can act on."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+class EnvironmentNotFound(CudatxError):
+    exit_code = ExitCode.NO_ENVIRONMENT
+
+
+class NotInEnvironment(CudatxError):
+    exit_code = ExitCode.NOT_FOUND
+
+
+class UnreadableFile(CudatxError):
+    exit_code = ExitCode.UNREADABLE
+
+
+class ElfReadError(UnreadableFile):
+    """A file is not a loadable ELF object (not ELF, truncated, unreadable).
+
+    The scan turns these into findings; they reach the user as errors only when the file was
+    asked about by name.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}", path=path)
+        self.reason = reason

@@ -1,0 +1,64 @@
+"""The files the loader can see, probed once each.
+
+The loader never touches the disk itself: it asks a FileView. The planner later hands it a
+view in which a simulated change has happened.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from enum import Enum
+
+from cudatx.elf import read_elf
+from cudatx.errors import ElfReadError
+from cudatx.models import ElfInfo
+
+
+class Seen(Enum):
+    MISSING = "missing"
+    DENIED = "denied"  # open() fails with EACCES: glibc goes on searching
+    BAD = "bad"  # opens, but is no loadable ELF: glibc stops the search with an error
+    ELF = "elf"
+
+
+@dataclass(frozen=True)
+class Probe:
+    seen: Seen
+    info: ElfInfo | None = None
+    reason: str | None = None
+    file_id: tuple[int, int] | None = None  # (st_dev, st_ino), as glibc compares loaded files
+
+
+_MISSING = Probe(Seen.MISSING)
+
+
+class FileView:
+    def __init__(self) -> None:
+        self._probes: dict[str, Probe] = {}
+
+    def probe(self, path: str) -> Probe:
+        cached = self._probes.get(path)
+        if cached is None:
+            cached = self._probes[path] = self._probe(path)
+        return cached
+
+    def _probe(self, path: str) -> Probe:
+        try:
+            st = os.stat(path)
+        except PermissionError:
+            return Probe(Seen.DENIED, reason="permission denied")
+        except (OSError, ValueError):
+            return _MISSING
+        file_id = (st.st_dev, st.st_ino)
+        if stat.S_ISDIR(st.st_mode):
+            # open(2) succeeds on a folder and read(2) fails: glibc reports
+            # "cannot read file data" and gives up (elf/dl-load.c open_verify).
+            return Probe(Seen.BAD, reason="cannot read file data", file_id=file_id)
+        try:
+            info = read_elf(path)
+        except ElfReadError as exc:
+            seen = Seen.DENIED if exc.reason == "permission denied" else Seen.BAD
+            return Probe(seen, reason=exc.reason, file_id=file_id)
+        return Probe(Seen.ELF, info=info, file_id=file_id)

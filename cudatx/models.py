@@ -1,0 +1,144 @@
+"""Immutable facts about one environment.
+
+Every model here is frozen: the scan produces them once and queries return new values.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Finding(Frozen):
+    """Something the scan noticed and carried on past (a malformed RECORD line, a non-ELF .so)."""
+
+    kind: str
+    path: str
+    message: str
+
+
+class PythonTarget(Frozen):
+    """What the target interpreter said about itself, asked once in a subprocess."""
+
+    python: str  # the interpreter as requested (sys.executable of the target)
+    executable: str  # realpath of the running binary, as /proc/self/exe names it
+    version: str
+    prefix: str
+    base_prefix: str
+    sys_path: tuple[str, ...]
+    site_packages: tuple[str, ...]
+    stdlib: tuple[str, ...]
+    extension_suffixes: tuple[str, ...]
+    markers: dict[str, str]
+    found_by: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "cudatx's interpreter"
+
+
+class RecordEntry(Frozen):
+    path: str  # as written in RECORD, relative to the site folder (may start with ../)
+    hash_algorithm: str | None = None
+    hash_digest: str | None = None  # urlsafe base64, no padding, as RECORD writes it
+    size: int | None = None
+
+
+class Distribution(Frozen):
+    name: str  # canonical (PEP 503)
+    display_name: str
+    version: str
+    metadata_dir: str  # absolute path of the .dist-info or .egg-info folder
+    site: str  # the sys.path entry the metadata folder lives in
+    kind: str  # "dist-info" or "egg-info"
+    records: tuple[RecordEntry, ...]
+    requires: tuple[str, ...]
+    installer: str | None = None
+    direct_url: str | None = None  # raw JSON text of direct_url.json
+
+
+class VersionNeed(Frozen):
+    """One Elf_Verneed entry: a file (soname) and the version names required from it."""
+
+    file: str
+    versions: tuple[str, ...]
+
+
+class ElfInfo(Frozen):
+    """The parts of an ELF object the dynamic loader reads to place it."""
+
+    path: str
+    elf_class: int  # 32 or 64
+    data: int  # 1 little-endian, 2 big-endian (EI_DATA)
+    machine: int  # e_machine
+    elf_type: str  # "ET_DYN", "ET_EXEC", ...
+    soname: str | None = None
+    needed: tuple[str, ...] = ()
+    rpath: str | None = None  # raw DT_RPATH string
+    runpath: str | None = None  # raw DT_RUNPATH string
+    flags_1: int = 0  # DT_FLAGS_1
+    interpreter: str | None = None  # PT_INTERP
+    version_needs: tuple[VersionNeed, ...] = ()
+
+
+class How(StrEnum):
+    """The step of glibc's search that produced a file (design.md section 3)."""
+
+    ALREADY_LOADED = "already loaded"
+    PATH = "path"  # the name held a '/', opened as is
+    RPATH = "rpath"
+    LD_LIBRARY_PATH = "ld_library_path"
+    RUNPATH = "runpath"
+    LD_SO_CACHE = "ld.so.cache"
+    DEFAULT = "default"
+
+
+class Outcome(StrEnum):
+    FOUND = "found"
+    ABSENT = "absent"
+    WRONG_CLASS = "wrong ELF class"
+    WRONG_MACHINE = "wrong machine"
+    INVALID = "invalid ELF"  # glibc stops the whole search here: the load fails
+    SKIPPED_NODEFLIB = "skipped (DF_1_NODEFLIB)"
+
+
+class Attempt(Frozen):
+    """One place glibc looks, and what it found there."""
+
+    how: How
+    source: str | None = None  # the object whose RPATH/RUNPATH gave this folder
+    directory: str | None = None
+    path: str
+    outcome: Outcome
+    detail: str | None = None
+
+
+class Status(StrEnum):
+    RESOLVED = "resolved"
+    NOT_FOUND = "not found"
+    ERROR = "error"  # a file was found but glibc would refuse it (invalid ELF header)
+
+
+class Resolution(Frozen):
+    """How one needed name of one object resolves, with every place tried."""
+
+    name: str
+    needed_by: str  # path of the object as opened
+    status: Status
+    how: How | None = None
+    source: str | None = None  # the object whose RPATH gave the folder, for How.RPATH
+    path: str | None = None  # the file as opened (not realpath)
+    reused: str | None = None  # for How.ALREADY_LOADED, the loaded object's path
+    detail: str | None = None
+    attempts: tuple[Attempt, ...] = ()
+    root: str | None = None  # the load root whose context this resolution belongs to
+
+    def describe_how(self) -> str:
+        if self.how is None:
+            return self.status.value
+        if self.how is How.RPATH and self.source is not None:
+            return f"rpath of {self.source}"
+        if self.how is How.ALREADY_LOADED and self.detail:
+            return f"already loaded ({self.detail})"
+        return self.how.value

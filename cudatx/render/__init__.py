@@ -1,0 +1,1 @@
+"""Renderers: pure functions from report models to text. They never print."""

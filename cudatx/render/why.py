@@ -1,0 +1,101 @@
+"""`cudatx why` as text (libtree's spirit: the answer first, then why) and as JSON."""
+
+from __future__ import annotations
+
+import os
+
+from cudatx.models import Attempt, How, Outcome, Status
+from cudatx.why import Owner, Route, WhyReport
+
+_MAX_NEEDERS = 8  # the JSON lists them all
+
+
+def to_json(report: WhyReport) -> str:
+    return report.model_dump_json(indent=2)
+
+
+class _Paths:
+    """Paths inside a site folder are shown relative to it; others as they are."""
+
+    def __init__(self, sites: tuple[str, ...]) -> None:
+        self.sites = tuple(os.path.join(os.path.normpath(s), "") for s in sites)
+
+    def __call__(self, path: str | None) -> str:
+        if path is None:
+            return "-"
+        shown = os.path.normpath(path)
+        for site in self.sites:
+            if shown.startswith(site):
+                return shown[len(site) :]
+        return shown
+
+
+def _owners(owners: tuple[Owner, ...]) -> str:
+    return ", ".join(f"{o.name} {o.version}" for o in owners) if owners else "no distribution"
+
+
+def _how(how: How | None, source: str | None, short: _Paths) -> str:
+    if how is None:
+        return "-"
+    return how.value if source is None else f"{how.value} of {short(source)}"
+
+
+def _found_by(route: Route, short: _Paths) -> str:
+    text = _how(route.how, route.source, short)
+    if route.earlier is not None:
+        first = route.earlier
+        text += (
+            f" (mapped earlier for {short(first.needed_by)}"
+            f" via {_how(first.how, first.source, short)})"
+        )
+    return text
+
+
+def _attempt_line(a: Attempt, short: _Paths, width: int) -> str:
+    label = _how(a.how, a.source, short)
+    outcome = a.outcome.value + (f" ({a.detail})" if a.detail else "")
+    marker = "->" if a.outcome is Outcome.FOUND else "  "
+    return f"    {marker} {label:<{width}}  {short(a.path)}  {outcome}"
+
+
+def _route(route: Route, query: str, short: _Paths) -> list[str]:
+    lines = []
+    if route.status is Status.RESOLVED:
+        lines.append(f"{query} => {short(route.path)}")
+        lines.append(f"  found by   {_found_by(route, short)}")
+        if route.source_distributions:
+            lines[-1] += f" [{_owners(route.source_distributions)}]"
+        lines.append(f"  listed by  {_owners(route.owners)}")
+    else:
+        lines.append(f"{query} {route.status.value}: {route.detail}")
+    for index, needer in enumerate(route.needed_by[:_MAX_NEEDERS]):
+        head = "  needed by  " if index == 0 else "             "
+        lines.append(
+            f"{head}{short(needer.object)} [{_owners(needer.distributions)}] ({needer.evidence})"
+        )
+    if len(route.needed_by) > _MAX_NEEDERS:
+        lines.append(f"             ... and {len(route.needed_by) - _MAX_NEEDERS} more (--json)")
+    first = route.needed_by[0] if route.needed_by else None
+    if first is not None and first.attempts:
+        lines.append(f"  search, as done for {short(first.object)}:")
+        width = max(len(_how(a.how, a.source, short)) for a in first.attempts)
+        lines.extend(_attempt_line(a, short, width) for a in first.attempts)
+    return lines
+
+
+def to_text(report: WhyReport, sites: tuple[str, ...]) -> str:
+    short = _Paths(sites)
+    shown = {os.path.normpath(r.path) for r in report.routes if r.path}
+    lines: list[str] = []
+    for route in report.routes:
+        if lines:
+            lines.append("")
+        lines.extend(_route(route, report.query, short))
+    if not report.routes:
+        lines.append(f"{report.query}: nothing in this environment loads it")
+    unused = [f for f in report.files if os.path.normpath(f.path) not in shown]
+    if unused and report.routes:
+        lines.append("")
+    for fact in unused:
+        lines.append(f"  file {short(fact.path)} [{_owners(fact.owners)}]")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,178 @@
+"""Scan one environment: its distributions, its extension modules, and how each one loads."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from cudatx.dists import scan_distributions
+from cudatx.elf import dynstr_contains, read_elf
+from cudatx.errors import ElfReadError, EnvironmentNotFound
+from cudatx.fsview import FileView, Seen
+from cudatx.loader import LoadResult, Process
+from cudatx.models import Distribution, Finding, PythonTarget
+from cudatx.system import SystemLoader, probe_system
+from cudatx.target import find_target
+
+
+class PathKeys:
+    """The key files are compared by: folders resolved through symlinks, the file itself not.
+
+    RECORD paths and loader paths meet here: `lib64 -> lib`, `torch/lib/../../nvidia` and a
+    symlinked site folder all land on the same key, while a library symlink
+    (`libfoo.so -> libfoo.so.1`) stays the file its owner's RECORD names. Folders are
+    resolved once per scan: an environment lists tens of thousands of files in a few
+    thousand folders.
+    """
+
+    def __init__(self) -> None:
+        self._folders: dict[str, str] = {}
+
+    def __call__(self, path: str) -> str:
+        head, tail = os.path.split(os.path.abspath(path))
+        real = self._folders.get(head)
+        if real is None:
+            real = self._folders[head] = os.path.realpath(head)
+        return os.path.join(real, tail)
+
+
+@dataclass(frozen=True)
+class Environment:
+    target: PythonTarget
+    system: SystemLoader
+    distributions: tuple[Distribution, ...]
+    findings: tuple[Finding, ...]
+    keys: PathKeys
+    owners: dict[str, tuple[str, ...]]  # path key -> names of distributions listing it
+    libraries: dict[str, tuple[str, ...]]  # file name -> paths of *.so* files in site folders
+    roots: tuple[str, ...]
+    base: LoadResult  # the interpreter's own start-up
+    loads: tuple[LoadResult, ...]  # one per root, each from a fresh interpreter
+
+    def distribution(self, name: str) -> Distribution | None:
+        return next((d for d in self.distributions if d.name == name), None)
+
+    def owners_of(self, path: str) -> tuple[Distribution, ...]:
+        names = self.owners.get(self.keys(path), ())
+        return tuple(d for d in self.distributions if d.name in names)
+
+
+def _owners(distributions: tuple[Distribution, ...], keys: PathKeys) -> dict[str, tuple[str, ...]]:
+    index: dict[str, list[str]] = defaultdict(list)
+    for dist in distributions:
+        for entry in dist.records:
+            key = keys(os.path.join(dist.site, entry.path))
+            if dist.name not in index[key]:
+                index[key].append(dist.name)
+    return {key: tuple(names) for key, names in index.items()}
+
+
+def _search_folders(target: PythonTarget) -> list[str]:
+    """Folders whose extension modules are roots: site folders and sys.path beyond stdlib."""
+    folders = [p for p in target.site_packages if os.path.isdir(p)]
+    stdlib = tuple(os.path.join(p, "") for p in target.stdlib)
+    for entry in target.sys_path:
+        if entry in folders or not os.path.isdir(entry):
+            continue
+        if os.path.join(entry, "").startswith(stdlib):
+            continue
+        folders.append(entry)
+    return folders
+
+
+_LIBRARY_NAME = re.compile(r"\.so(\.|$)")
+
+
+def _walk(folders: list[str], target: PythonTarget) -> tuple[list[str], dict[str, list[str]]]:
+    roots: list[str] = []
+    libraries: dict[str, list[str]] = defaultdict(list)
+    seen: set[str] = set()
+    suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
+    for top in folders:
+        for folder, subfolders, files in os.walk(top):
+            subfolders[:] = [s for s in subfolders if not s.endswith((".dist-info", "__pycache__"))]
+            for name in files:
+                if not _LIBRARY_NAME.search(name):
+                    continue
+                path = os.path.join(folder, name)
+                key = os.path.realpath(path)
+                if key in seen:
+                    continue  # reachable from two sys.path entries: the first one imports it
+                seen.add(key)
+                libraries[name].append(path)
+                suffix = next((s for s in suffixes if name.endswith(s)), None)
+                if suffix is None:
+                    continue
+                module = name[: -len(suffix)]
+                if module.isidentifier() and _defines_init(path, module):
+                    roots.append(path)
+    return roots, libraries
+
+
+def _defines_init(path: str, module: str) -> bool:
+    # Python imports a file only if it exports PyInit_<module>; `libfoo.so` in a package's
+    # lib folder matches the ".so" suffix but is a library, not a module.
+    try:
+        return dynstr_contains(path, f"PyInit_{module}")
+    except ElfReadError:
+        return False
+
+
+def _python_library(process: Process) -> str:
+    """The object Python's import code lives in: dlopen's caller for every extension."""
+    for obj in process.objects:
+        if (obj.info.soname or "").startswith("libpython"):
+            return obj.path
+    return process.main.path
+
+
+def scan(
+    python: str | None,
+    *,
+    ld_library_path: str | None,
+    environ: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Environment:
+    target = find_target(python, environ, cwd)
+    try:
+        executable = read_elf(target.executable)
+    except ElfReadError as exc:
+        raise EnvironmentNotFound(f"cannot read the interpreter binary: {exc.message}") from None
+    system = probe_system(executable)
+    distributions, findings = scan_distributions(target.sys_path)
+    roots, libraries = _walk(_search_folders(target), target)
+    view = FileView()
+    for paths in libraries.values():
+        for path in paths:
+            probe = view.probe(path)
+            if probe.seen is Seen.BAD:
+                findings.append(Finding(kind="not ELF", path=path, message=probe.reason or ""))
+    process = Process(
+        system,
+        view,
+        executable,
+        ld_library_path=ld_library_path,
+        cwd=str(cwd or Path.cwd()),
+    )
+    base = process.start()
+    keys = PathKeys()
+    caller = _python_library(process)
+    loads = []
+    for root in roots:
+        fresh = process.fork()
+        loads.append(fresh.dlopen(root, fresh.find(caller) or fresh.main))
+    return Environment(
+        target=target,
+        system=system,
+        distributions=distributions,
+        findings=tuple(findings),
+        keys=keys,
+        owners=_owners(distributions, keys),
+        libraries={name: tuple(paths) for name, paths in libraries.items()},
+        roots=tuple(roots),
+        base=base,
+        loads=tuple(loads),
+    )

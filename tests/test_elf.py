@@ -1,0 +1,331 @@
+"""cudatx.elf against binutils: libraries compiled here, system libraries, and broken files.
+
+readelf (and objdump for the raw DT_FLAGS_1 value) is the oracle for every field.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudatx.elf import dynstr_contains, read_elf
+from cudatx.errors import ElfReadError
+from cudatx.models import ElfInfo, VersionNeed
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("cc") is None or shutil.which("readelf") is None,
+    reason="needs a C compiler and binutils",
+)
+
+DF_1_NODEFLIB = 0x800
+EM_386, EM_X86_64 = 3, 62
+
+
+def _run(*argv: str | Path) -> str:
+    return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True).stdout
+
+
+def _cc(out: Path, source: str, *flags: str | Path) -> Path:
+    src = out.with_suffix(".c")
+    src.write_text(source)
+    _run("cc", "-shared", "-fPIC", "-o", out, src, *flags)
+    return out
+
+
+def readelf_view(path: str | Path) -> ElfInfo:
+    """What binutils says about `path`, in cudatx's model."""
+    header = _run("readelf", "-hW", path)
+    elf_class = int(re.search(r"Class:\s+ELF(32|64)", header)[1])  # type: ignore[index]
+    data = 1 if "little endian" in header else 2
+    elf_type = "ET_" + re.search(r"Type:\s+(\w+)", header)[1]  # type: ignore[index]
+    with open(path, "rb") as f:  # e_machine as raw bytes: readelf prints only a name
+        machine = int.from_bytes(f.read(20)[18:20], "little" if data == 1 else "big")
+
+    fields: dict[str, list[str]] = {"NEEDED": [], "SONAME": [], "RPATH": [], "RUNPATH": []}
+    for line in _run("readelf", "-dW", path).splitlines():
+        m = re.search(r"\((NEEDED|SONAME|RPATH|RUNPATH)\)\s+[^[]*\[(.*)\]$", line)
+        if m:
+            fields[m[1]].append(m[2])
+    # readelf prints DT_FLAGS_1 as names; objdump prints the number (but needs section headers).
+    dump = subprocess.run(["objdump", "-p", str(path)], capture_output=True, text=True).stdout
+    flags = re.search(r"^\s*FLAGS_1\s+0x([0-9a-f]+)", dump, re.M)
+
+    needs: list[VersionNeed] = []
+    in_needs = False
+    for line in _run("readelf", "-VW", path).splitlines():
+        if "section '" in line:
+            in_needs = line.startswith("Version needs section")
+        elif in_needs and (m := re.search(r"File: (\S+)", line)):
+            needs.append(VersionNeed(file=m[1], versions=()))
+        elif in_needs and (m := re.search(r"Name: (\S+)", line)):
+            needs[-1] = VersionNeed(file=needs[-1].file, versions=(*needs[-1].versions, m[1]))
+
+    interp = re.search(r"\[Requesting program interpreter: (.*)\]", _run("readelf", "-lW", path))
+    return ElfInfo(
+        path=str(path),
+        elf_class=elf_class,
+        data=data,
+        machine=machine,
+        elf_type=elf_type,
+        soname=fields["SONAME"][-1] if fields["SONAME"] else None,
+        needed=tuple(fields["NEEDED"]),
+        rpath=fields["RPATH"][-1] if fields["RPATH"] else None,
+        runpath=fields["RUNPATH"][-1] if fields["RUNPATH"] else None,
+        flags_1=int(flags[1], 16) if flags else 0,
+        interpreter=interp[1] if interp else None,
+        version_needs=tuple(needs),
+    )
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("libs")
+    dep = _cc(d / "libdep.so", "int dep(void) { return 1; }\n", "-Wl,-soname,libdep.so.2")
+    return {
+        "dep": dep,
+        "rpath": _cc(
+            d / "libt.so",
+            '#include <stdio.h>\nint dep(void);\nint t(void) { puts("t"); return dep(); }\n',
+            "-Wl,-soname,libt.so.1",
+            dep,
+            "-Wl,--disable-new-dtags,-rpath,$ORIGIN/a:/b",
+        ),
+        "runpath": _cc(
+            d / "librun.so",
+            "int r(void) { return 2; }\n",
+            "-Wl,-soname,librun.so.3",
+            "-Wl,--enable-new-dtags,-rpath,$ORIGIN/c",
+        ),
+        # GNU ld spells DF_1_NODEFLIB "-z nodefaultlib" (it ignores "-z nodeflib" with a warning).
+        "nodeflib": _cc(d / "libnodeflib.so", "int n(void) { return 3; }\n", "-Wl,-z,nodefaultlib"),
+        "ext": _cc(d / "foo.cpython-311-x86_64-linux-gnu.so", "void PyInit_foo(void) {}\n"),
+    }
+
+
+def test_rpath_soname_needed_and_versions(libs: dict[str, Path]) -> None:
+    info = read_elf(str(libs["rpath"]))
+    assert info == readelf_view(libs["rpath"])
+    assert info.soname == "libt.so.1"
+    assert info.needed[0] == "libdep.so.2"
+    assert "libc.so.6" in info.needed
+    assert info.rpath == "$ORIGIN/a:/b"
+    assert info.runpath is None
+    assert (info.elf_class, info.data, info.machine, info.elf_type) == (64, 1, EM_X86_64, "ET_DYN")
+    assert info.interpreter is None
+    libc = {need.file: need.versions for need in info.version_needs}["libc.so.6"]
+    assert "GLIBC_2.2.5" in libc
+
+
+def test_runpath(libs: dict[str, Path]) -> None:
+    info = read_elf(str(libs["runpath"]))
+    assert info == readelf_view(libs["runpath"])
+    assert (info.soname, info.rpath, info.runpath) == ("librun.so.3", None, "$ORIGIN/c")
+
+
+def test_nodeflib(libs: dict[str, Path]) -> None:
+    info = read_elf(str(libs["nodeflib"]))
+    assert info == readelf_view(libs["nodeflib"])
+    assert info.flags_1 & DF_1_NODEFLIB
+    assert "NODEFLIB" in _run("readelf", "-dW", libs["nodeflib"])
+
+
+def test_executable_interpreter(tmp_path: Path) -> None:
+    src = tmp_path / "main.c"
+    src.write_text("int main(void) { return 0; }\n")
+    _run("cc", "-o", tmp_path / "prog", src)
+    info = read_elf(str(tmp_path / "prog"))
+    assert info == readelf_view(tmp_path / "prog")
+    assert info.interpreter is not None and info.interpreter.startswith("/")
+
+
+def test_32_bit(tmp_path: Path) -> None:
+    src = tmp_path / "t.c"
+    src.write_text("int f(void) { return 0; }\n")
+    out = tmp_path / "lib32.so"
+    built = subprocess.run(
+        ["cc", "-m32", "-nostdlib", "-shared", "-fPIC", "-Wl,-soname,lib32.so.1", "-o", out, src],
+        capture_output=True,
+    )
+    if built.returncode != 0:
+        pytest.skip("cc cannot build 32-bit objects here")
+    info = read_elf(str(out))
+    assert info == readelf_view(out)
+    assert (info.elf_class, info.machine, info.soname) == (32, EM_386, "lib32.so.1")
+
+
+def test_static_object_has_no_dynamic_fields(tmp_path: Path) -> None:
+    src = tmp_path / "o.c"
+    src.write_text("int o(void) { return 0; }\n")
+    _run("cc", "-c", "-o", tmp_path / "o.o", src)
+    info = read_elf(str(tmp_path / "o.o"))
+    assert info == readelf_view(tmp_path / "o.o")
+    assert info.elf_type == "ET_REL" and info.needed == () and info.version_needs == ()
+
+
+def _system_libraries() -> list[str]:
+    ldd = subprocess.run(["ldd", "/bin/ls"], capture_output=True, text=True).stdout
+    found = re.findall(r"=> (/\S+)", ldd)
+    python = Path(sys.base_prefix) / "lib" / "libpython3.11.so.1.0"
+    pyenv = Path("/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0")
+    found += [str(p) for p in (python, pyenv) if os.access(p, os.R_OK)]
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("path", _system_libraries())
+def test_system_library_matches_readelf(path: str) -> None:
+    assert read_elf(path) == readelf_view(path)
+
+
+def _handmade(elf_class: int, order: str, machine: int) -> tuple[bytes, ElfInfo]:
+    """A minimal dynamic ELF object of any class and byte order, with its expected model.
+
+    This machine has no linker for foreign targets, so big-endian objects are written here.
+    """
+    addr = "Q" if elf_class == 64 else "I"
+    strings = b"\0libbig.so.1\0libc.so.6\0libm.so.6\0$ORIGIN/lib\0GLIBC_2.2\0GLIBC_2.3\0"
+    names = strings.decode().split("\0")[1:-1]
+    off = {name: strings.index(b"\0" + name.encode() + b"\0") + 1 for name in names}
+    ehsize, phentsize = (64, 56) if elf_class == 64 else (52, 32)
+    base = 0x10000
+    str_off = ehsize + 2 * phentsize
+    vn_off = str_off + len(strings) + (-(str_off + len(strings)) % 8)
+    verneed = struct.pack(order + "HHIII", 1, 2, off["libc.so.6"], 16, 0)
+    verneed += struct.pack(order + "IHHII", 0, 0, 2, off["GLIBC_2.2"], 16)
+    verneed += struct.pack(order + "IHHII", 0, 0, 3, off["GLIBC_2.3"], 0)
+    dyn_off = vn_off + len(verneed)
+    dynamic = [
+        (1, off["libc.so.6"]),
+        (14, off["libbig.so.1"]),
+        (1, off["libm.so.6"]),
+        (29, off["$ORIGIN/lib"]),
+        (5, base + str_off),
+        (10, len(strings)),
+        (0x6FFFFFFB, DF_1_NODEFLIB),
+        (0x6FFFFFFE, base + vn_off),
+        (0x6FFFFFFF, 1),
+        (0, 0),
+    ]
+    dyn = b"".join(struct.pack(order + ("qQ" if elf_class == 64 else "iI"), *e) for e in dynamic)
+    total = dyn_off + len(dyn)
+    ident = b"\x7fELF" + bytes([elf_class // 32, 1 if order == "<" else 2, 1]) + bytes(9)
+    ehdr = ident + struct.pack(
+        order + "HHI" + addr * 3 + "IHHHHHH", 3, machine, 1, 0, ehsize, 0, 0, ehsize, phentsize,
+        2, 0, 0, 0,
+    )  # fmt: skip
+    if elf_class == 64:
+        phdr = struct.pack(order + "IIQQQQQQ", 1, 5, 0, base, base, total, total, 0x1000)
+        phdr += struct.pack(order + "IIQQQQQQ", 2, 6, dyn_off, base + dyn_off, 0, len(dyn), 0, 8)
+    else:
+        phdr = struct.pack(order + "8I", 1, 0, base, base, total, total, 5, 0x1000)
+        phdr += struct.pack(order + "8I", 2, dyn_off, base + dyn_off, 0, len(dyn), 0, 6, 4)
+    image = ehdr + phdr + strings
+    image += bytes(vn_off - len(image)) + verneed + dyn
+    expected = ElfInfo(
+        path="",
+        elf_class=elf_class,
+        data=1 if order == "<" else 2,
+        machine=machine,
+        elf_type="ET_DYN",
+        soname="libbig.so.1",
+        needed=("libc.so.6", "libm.so.6"),
+        runpath="$ORIGIN/lib",
+        flags_1=DF_1_NODEFLIB,
+        version_needs=(VersionNeed(file="libc.so.6", versions=("GLIBC_2.2", "GLIBC_2.3")),),
+    )
+    return image, expected
+
+
+@pytest.mark.parametrize(
+    ("elf_class", "order", "machine"),
+    [(64, ">", 21), (32, ">", 8), (64, "<", 183), (32, "<", 40)],  # ppc64, mips, aarch64, arm
+)
+def test_foreign_byte_order_and_machine(
+    tmp_path: Path, elf_class: int, order: str, machine: int
+) -> None:
+    image, expected = _handmade(elf_class, order, machine)
+    path = tmp_path / "libbig.so"
+    path.write_bytes(image)
+    info = read_elf(str(path))
+    assert info == expected.model_copy(update={"path": str(path)})
+    # readelf reads the dynamic table through the program headers when there are no sections;
+    # version needs (from .gnu.version_r) and objdump's DT_FLAGS_1 number need sections.
+    assert info.model_copy(update={"version_needs": (), "flags_1": 0}) == readelf_view(path)
+    assert "Flags: NODEFLIB" in _run("readelf", "-dW", path)
+
+
+def test_dynstr_contains(libs: dict[str, Path]) -> None:
+    assert dynstr_contains(str(libs["ext"]), "PyInit_foo")
+    assert not dynstr_contains(str(libs["ext"]), "PyInit_bar")
+    assert not dynstr_contains(str(libs["ext"]), "PyInit_fo")
+    assert not dynstr_contains(str(libs["dep"]), "PyInit_foo")
+    assert dynstr_contains(str(libs["rpath"]), "libdep.so.2")
+
+
+def _reason(path: Path) -> str:
+    with pytest.raises(ElfReadError) as caught:
+        read_elf(str(path))
+    with pytest.raises(ElfReadError) as caught_too:
+        dynstr_contains(str(path), "x")
+    assert caught.value.reason == caught_too.value.reason
+    assert caught.value.path == str(path)
+    return caught.value.reason
+
+
+def test_text_file_is_not_elf(tmp_path: Path) -> None:
+    (tmp_path / "libx.so").write_text("INPUT(-lfoo)\n")
+    assert _reason(tmp_path / "libx.so") == "not an ELF file"
+    (tmp_path / "empty.so").write_bytes(b"")
+    assert _reason(tmp_path / "empty.so") == "not an ELF file"
+
+
+@pytest.mark.parametrize("size", [2, 10, 100, "before-dynamic"])
+def test_truncated(libs: dict[str, Path], tmp_path: Path, size: int | str) -> None:
+    data = libs["rpath"].read_bytes()
+    if size == "before-dynamic":
+        segments = _run("readelf", "-lW", libs["rpath"])
+        size = int(re.search(r"^\s*DYNAMIC\s+0x([0-9a-f]+)", segments, re.M)[1], 16) + 4  # type: ignore[index]
+    cut = tmp_path / "libcut.so"
+    cut.write_bytes(data[: int(size)])
+    assert _reason(cut) == "truncated ELF file"
+
+
+def test_malformed_header(libs: dict[str, Path], tmp_path: Path) -> None:
+    data = bytearray(libs["rpath"].read_bytes())
+    data[4] = 7  # EI_CLASS
+    bad = tmp_path / "libbad.so"
+    bad.write_bytes(bytes(data))
+    assert _reason(bad).startswith("malformed ELF")
+
+
+def test_garbage_string_offset(tmp_path: Path) -> None:
+    image, _ = _handmade(64, "<", EM_X86_64)
+    # DT_SONAME's value is the second dynamic entry; point it far past DT_STRSZ.
+    dyn_off = len(image) - 10 * 16
+    image = image[: dyn_off + 24] + struct.pack("<Q", 1 << 40) + image[dyn_off + 32 :]
+    bad = tmp_path / "libgarbage.so"
+    bad.write_bytes(image)
+    with pytest.raises(ElfReadError, match="malformed ELF"):
+        read_elf(str(bad))
+
+
+def test_unreadable(tmp_path: Path) -> None:
+    assert _reason(tmp_path) == "cannot read: Is a directory"
+    assert _reason(tmp_path / "missing.so") == "cannot read: No such file or directory"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode 000 file")
+def test_permission_denied(libs: dict[str, Path], tmp_path: Path) -> None:
+    locked = tmp_path / "liblocked.so"
+    shutil.copy(libs["dep"], locked)
+    locked.chmod(0)
+    try:
+        assert _reason(locked) == "permission denied"
+    finally:
+        locked.chmod(0o644)
