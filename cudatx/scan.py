@@ -32,7 +32,10 @@ class PathKeys:
         self._folders: dict[str, str] = {}
 
     def __call__(self, path: str) -> str:
-        head, tail = os.path.split(os.path.abspath(path))
+        # No os.path.abspath: it folds `link/..` lexically, while the kernel (and so the
+        # loader) resolves `link` first and then goes up from where it points.
+        absolute = path if path.startswith("/") else os.path.join(os.getcwd(), path)
+        head, tail = os.path.split(absolute)
         real = self._folders.get(head)
         if real is None:
             real = self._folders[head] = os.path.realpath(head)

@@ -36,8 +36,10 @@ class Earlier(Frozen):
 class Route(Frozen):
     """One outcome for the name, shared by every needer that got it."""
 
+    name: str  # the needed name, as written in DT_NEEDED (or the module's path)
     status: Status
-    path: str | None
+    path: str | None  # as the loader opened it (`$ORIGIN/..` not folded)
+    file: str | None  # the same file with its folders resolved through symlinks
     how: How | None
     source: str | None  # the object whose RPATH/RUNPATH named the folder
     earlier: Earlier | None
@@ -92,21 +94,34 @@ def _earlier(env: Environment, r: Resolution) -> Earlier | None:
     return Earlier(needed_by=first.needed_by, how=first.how, source=first.source)
 
 
+def _locate(env: Environment, query: str) -> str:
+    """A relative path is taken from the working folder, else from a site folder: `why`
+    prints paths relative to the site folder, and users paste them back."""
+    if os.path.isabs(query) or os.path.lexists(query):
+        return query
+    for site in env.target.site_packages:
+        candidate = os.path.join(site, query)
+        if os.path.lexists(candidate):
+            return candidate
+    return query
+
+
 def explain(env: Environment, query: str) -> WhyReport:
     by_path = "/" in query
     files: tuple[FileFact, ...]
     if by_path:
-        if not os.path.lexists(query):
+        located = _locate(env, query)
+        if not os.path.lexists(located):
             raise NotInEnvironment(f"{query}: no such file", path=query)
-        if not os.access(query, os.R_OK):
+        if not os.access(located, os.R_OK):
             raise UnreadableFile(f"{query}: permission denied", path=query)
-        wanted = env.keys(query)
+        wanted = env.keys(located)
         matches = [r for r in _all(env) if r.path is not None and env.keys(r.path) == wanted]
-        files = (FileFact(path=query, owners=_owners(env, query)),)
+        files = (FileFact(path=wanted, owners=_owners(env, located)),)
     else:
         matches = [r for r in _all(env) if r.name == query]
         files = tuple(
-            FileFact(path=p, owners=_owners(env, p)) for p in env.libraries.get(query, ())
+            FileFact(path=env.keys(p), owners=_owners(env, p)) for p in env.libraries.get(query, ())
         )
     if not matches and not (by_path and files[0].owners) and not (not by_path and files):
         raise NotInEnvironment(
@@ -117,7 +132,7 @@ def explain(env: Environment, query: str) -> WhyReport:
     for r in matches:
         path = env.keys(r.path) if r.path else None
         source = env.keys(r.source) if r.source else None
-        groups.setdefault((r.status, path, r.how, source, r.detail), []).append(r)
+        groups.setdefault((r.name, r.status, path, r.how, source, r.detail), []).append(r)
     routes = []
     for members in groups.values():
         head = members[0]
@@ -126,8 +141,10 @@ def explain(env: Environment, query: str) -> WhyReport:
             needers.setdefault(env.keys(r.needed_by), []).append(r)
         routes.append(
             Route(
+                name=head.name,
                 status=head.status,
                 path=head.path,
+                file=env.keys(head.path) if head.path else None,
                 how=head.how,
                 source=head.source,
                 earlier=_earlier(env, head),

@@ -15,15 +15,19 @@ def to_json(report: WhyReport) -> str:
 
 
 class _Paths:
-    """Paths inside a site folder are shown relative to it; others as they are."""
+    """Paths inside a site folder are shown relative to it; others as they are.
+
+    Never folded lexically: `a/link/../b` is where the loader looked, and folding it would
+    name another folder when `link` is a symlink.
+    """
 
     def __init__(self, sites: tuple[str, ...]) -> None:
-        self.sites = tuple(os.path.join(os.path.normpath(s), "") for s in sites)
+        self.sites = tuple(os.path.join(s, "") for s in sites)
 
     def __call__(self, path: str | None) -> str:
         if path is None:
             return "-"
-        shown = os.path.normpath(path)
+        shown = path
         for site in self.sites:
             if shown.startswith(site):
                 return shown[len(site) :]
@@ -58,16 +62,16 @@ def _attempt_line(a: Attempt, short: _Paths, width: int) -> str:
     return f"    {marker} {label:<{width}}  {short(a.path)}  {outcome}"
 
 
-def _route(route: Route, query: str, short: _Paths) -> list[str]:
+def _route(route: Route, short: _Paths) -> list[str]:
     lines = []
     if route.status is Status.RESOLVED:
-        lines.append(f"{query} => {short(route.path)}")
+        lines.append(f"{short(route.name)} => {short(route.file)}")
         lines.append(f"  found by   {_found_by(route, short)}")
         if route.source_distributions:
             lines[-1] += f" [{_owners(route.source_distributions)}]"
         lines.append(f"  listed by  {_owners(route.owners)}")
     else:
-        lines.append(f"{query} {route.status.value}: {route.detail}")
+        lines.append(f"{short(route.name)} {route.status.value}: {route.detail}")
     for index, needer in enumerate(route.needed_by[:_MAX_NEEDERS]):
         head = "  needed by  " if index == 0 else "             "
         lines.append(
@@ -85,15 +89,15 @@ def _route(route: Route, query: str, short: _Paths) -> list[str]:
 
 def to_text(report: WhyReport, sites: tuple[str, ...]) -> str:
     short = _Paths(sites)
-    shown = {os.path.normpath(r.path) for r in report.routes if r.path}
+    shown = {r.file for r in report.routes if r.file}
     lines: list[str] = []
     for route in report.routes:
         if lines:
             lines.append("")
-        lines.extend(_route(route, report.query, short))
+        lines.extend(_route(route, short))
     if not report.routes:
         lines.append(f"{report.query}: nothing in this environment loads it")
-    unused = [f for f in report.files if os.path.normpath(f.path) not in shown]
+    unused = [f for f in report.files if f.path not in shown]
     if unused and report.routes:
         lines.append("")
     for fact in unused:

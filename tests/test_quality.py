@@ -1,0 +1,50 @@
+"""The project's own checks run with the test suite, so CI runs them too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *argv], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+
+def test_ruff_lint() -> None:
+    done = _run("ruff", "check", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ruff_format() -> None:
+    done = _run("ruff", "format", "--check", ".")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_strict() -> None:
+    done = _run("mypy")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_pyelftools_stays_in_one_module() -> None:
+    users = [
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "cudatx").rglob("*.py")
+        if "elftools" in p.read_text()
+    ]
+    assert users == ["cudatx/elf.py"]
+
+
+def test_help_and_version_import_no_heavy_modules() -> None:
+    code = (
+        "import sys\n"
+        "from cudatx.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('networkx', 'pydantic', 'elftools') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"

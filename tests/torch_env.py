@@ -1,0 +1,41 @@
+"""A real torch 2.14.1 environment for the slow tests, built once and reused.
+
+`pip install torch==2.14.1` (pip, not uv: on these machines pip finds the CUDA build of
+torch and its nvidia wheels in the machine's wheel store, offline). Where pip cannot get
+torch the tests are skipped, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TORCH = "torch==2.14.1"
+
+
+def torch_env() -> Path:
+    default = Path.home() / ".cache" / "cudatx-tests" / "torch-2.14.1"
+    path = Path(os.environ.get("CUDATX_TEST_TORCH_ENV", default))
+    done = path / ".cudatx-complete"
+    if done.exists():
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    pip = subprocess.run(
+        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", TORCH],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if pip.returncode != 0:
+        shutil.rmtree(path, ignore_errors=True)
+        tail = (pip.stderr or pip.stdout).strip().splitlines()[-1:] or ["no output"]
+        pytest.skip(f"pip could not install {TORCH}: {tail[0]}")
+    done.write_text(TORCH + "\n")
+    return path
