@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import os
 from email.parser import HeaderParser
 from pathlib import Path
@@ -27,13 +28,19 @@ def _read_text(path: Path, findings: list[Finding]) -> str | None:
 def parse_record(text: str, record_path: str, findings: list[Finding]) -> tuple[RecordEntry, ...]:
     """RECORD rows are `path,algorithm=digest,size`; bad rows become findings, never errors."""
     entries: list[RecordEntry] = []
-    try:
-        rows = list(csv.reader(text.splitlines()))
-    except csv.Error as exc:
-        findings.append(Finding(kind="malformed RECORD", path=record_path, message=str(exc)))
-        return ()
-    for number, row in enumerate(rows, start=1):
+    # Row by row, so that one line csv refuses (a field over its size limit) costs that
+    # line only; newline="" so that only real newlines count as line breaks.
+    reader = csv.reader(io.StringIO(text, newline=""))
+    while True:
+        number = reader.line_num + 1
         where = f"{record_path}:{number}"
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            findings.append(Finding(kind="malformed RECORD", path=where, message=str(exc)))
+            continue
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if len(row) != 3 or not row[0]:
@@ -52,7 +59,7 @@ def parse_record(text: str, record_path: str, findings: list[Finding]) -> tuple[
                 continue
         size_value: int | None = None
         if size:
-            if not size.isdigit():
+            if not (size.isascii() and size.isdigit()):
                 findings.append(
                     Finding(kind="malformed RECORD", path=where, message=f"bad size {size!r}")
                 )

@@ -76,15 +76,16 @@ def _interpreter_in(folder: Path) -> Path | None:
     return None
 
 
-def _from_option(value: str) -> Path:
+def _from_option(value: str, environ: Mapping[str, str]) -> Path:
     path = Path(value).expanduser()
     if not path.exists() and os.sep not in value:
-        found = shutil.which(value)
+        found = shutil.which(value, path=environ.get("PATH", os.defpath))
         if found is None:
             raise EnvironmentNotFound(f"no Python interpreter named {value!r} on PATH")
         return Path(found)
     if not path.exists():
         raise EnvironmentNotFound(f"--python {value}: no such file or directory")
+    path = path.absolute()  # subprocess would look a bare "python" up on PATH
     if path.is_dir():
         interpreter = _interpreter_in(path)
         if interpreter is None:
@@ -98,7 +99,7 @@ def locate_interpreter(
 ) -> tuple[Path, str]:
     """The interpreter to inspect and what chose it, in uv's order of precedence."""
     if python:
-        return _from_option(python), "--python"
+        return _from_option(python, environ), "--python"
     for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         value = environ.get(variable)
         if value:

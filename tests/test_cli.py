@@ -1,0 +1,399 @@
+"""The command line as a user meets it: `python -m cudatx ...` in a real subprocess, against
+real uv venvs holding real wheels with real compiled libraries.
+
+Checked for every refusal: one `cudatx: error:` line on stderr, no traceback, the exit code
+README.md documents ("Exit codes"), and not one byte of the environment changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cudatx import __version__
+from tests.support import (
+    build_wheel,
+    compile_extension,
+    compile_lib,
+    ext_suffix,
+    make_venv,
+    site_packages,
+    uv_install,
+    venv_python,
+)
+
+LIB = "libcudatxclidep.so.1"
+
+
+def cudatx(*args: str | os.PathLike[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH"}
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "cudatx", *map(os.fspath, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int, str]]:
+    """Every entry under root: kind, size and sha256 (link target for symlinks)."""
+    found: dict[str, tuple[str, int, str]] = {}
+    for folder, subfolders, files in os.walk(root):
+        for name in subfolders + files:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            rel = os.path.relpath(path, root)
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("link", 0, os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                found[rel] = ("dir", 0, "")
+            else:
+                with open(path, "rb") as f:
+                    digest = hashlib.file_digest(f, "sha256").hexdigest()
+                found[rel] = ("file", st.st_size, digest)
+    return found
+
+
+@dataclass(frozen=True)
+class Env:
+    venv: Path
+    site: Path
+    version: str  # platform.python_version() of the venv's interpreter
+    lib: Path  # the installed library
+    ext: Path  # the installed extension module that needs it
+    work: Path  # a folder to run cudatx in
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+    root = tmp_path_factory.mktemp("cli")
+    build = root / "build"
+    lib = compile_lib(build / LIB, soname=LIB)
+    ext = compile_extension(build, "_ext", needed=[lib], rpath="$ORIGIN/lib")
+    wheel = build_wheel(
+        root / "wheels",
+        "Cli_Fixture",
+        "1.0",
+        {
+            "clifix/__init__.py": b"",
+            f"clifix/lib/{LIB}": lib,
+            f"clifix/_ext{ext_suffix()}": ext,
+        },
+        tag="py3-none-linux_x86_64",
+    )
+    venv = make_venv(root / "venv")
+    uv_install(venv, [wheel])
+    site = site_packages(venv)
+    python = venv_python(venv)
+    # The fixture really loads: the extension imports and calls into the library.
+    done = subprocess.run(
+        [python, "-I", "-c", "import platform, clifix._ext; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    work = root / "work"
+    work.mkdir()
+    return Env(
+        venv=venv,
+        site=site,
+        version=done.stdout.strip(),
+        lib=site / "clifix" / "lib" / LIB,
+        ext=site / "clifix" / f"_ext{ext_suffix()}",
+        work=work,
+    )
+
+
+def _using_line(env: Env) -> str:
+    return f"Using Python {env.version} environment at: {env.venv}"
+
+
+# -------------------------------------------------------------------------------------
+# Answers
+# -------------------------------------------------------------------------------------
+
+
+def test_version(tmp_path: Path) -> None:
+    done = cudatx("--version", cwd=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"cudatx, version {__version__}" == "cudatx, version 0.1.0"
+
+
+def test_help_lists_why(tmp_path: Path) -> None:
+    done = cudatx("--help", cwd=tmp_path)
+    assert done.returncode == 0
+    commands = done.stdout.split("Commands:", 1)[1]
+    assert any(line.split()[:1] == ["why"] for line in commands.splitlines())
+
+
+def test_why_help_documents_python_option(tmp_path: Path) -> None:
+    done = cudatx("why", "--help", cwd=tmp_path)
+    assert done.returncode == 0
+    assert "--python" in done.stdout and "--json" in done.stdout
+
+
+def test_why_libc_text(env: Env) -> None:
+    done = cudatx("why", "libc.so.6", "--python", env.venv, cwd=env.work)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("libc.so.6 => ")
+    assert done.stderr.splitlines() == [_using_line(env)]
+
+
+def test_why_libc_json(env: Env) -> None:
+    done = cudatx("why", "libc.so.6", "--python", env.venv, "--json", cwd=env.work)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # the whole of stdout is one JSON document
+    assert report["schema_version"] == 1
+    assert (report["query"], report["kind"]) == ("libc.so.6", "soname")
+    assert report["prefix"] == str(env.venv)
+    first = report["routes"][0]
+    assert first["status"] == "resolved"
+    assert first["how"] == "ld.so.cache"
+    assert os.path.basename(first["path"]) == "libc.so.6"
+    assert first["owners"] == []  # the system's libc belongs to no distribution
+    interpreter = os.path.realpath(venv_python(env.venv))
+    assert first["needed_by"][0]["object"] == interpreter
+    assert first["needed_by"][0]["evidence"] == "DT_NEEDED"
+    assert all(r["status"] == "resolved" for r in report["routes"])
+    assert done.stderr.splitlines() == [_using_line(env)]
+
+
+def test_why_installed_library_by_path(env: Env) -> None:
+    done = cudatx("why", env.lib, "--python", env.venv, "--json", cwd=env.work)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["kind"] == "path"
+    owner = [{"name": "cli-fixture", "version": "1.0"}]
+    assert [f["owners"] for f in report["files"]] == [owner]
+    (route,) = report["routes"]
+    assert route["status"] == "resolved"
+    assert route["how"] == "rpath"
+    assert route["owners"] == owner
+    assert route["path"] == str(env.site / "clifix" / "lib" / LIB)
+    (needer,) = route["needed_by"]
+    assert needer["object"] == str(env.ext)
+    assert needer["distributions"] == owner
+
+
+def test_why_installed_library_by_path_text(env: Env) -> None:
+    done = cudatx("why", env.lib, "--python", env.venv, cwd=env.work)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{LIB} => clifix/lib/{LIB}"
+    assert "  listed by  cli-fixture 1.0" in lines
+    assert any(ln.startswith("  found by   rpath of clifix/_ext") for ln in lines)
+
+
+def test_why_installed_library_by_soname(env: Env) -> None:
+    done = cudatx("why", LIB, "--python", env.venv, "--json", cwd=env.work)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["kind"] == "soname"
+    (route,) = report["routes"]
+    assert (route["status"], route["how"]) == ("resolved", "rpath")
+    assert route["source"] == str(env.ext)
+    assert [o["name"] for o in route["owners"]] == ["cli-fixture"]
+
+
+# -------------------------------------------------------------------------------------
+# Refusals: one error line, no traceback, documented exit code, environment untouched
+# -------------------------------------------------------------------------------------
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], code: int) -> str:
+    assert done.returncode == code, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    errors = [ln for ln in lines if ln.startswith("cudatx: error:")]
+    assert len(errors) == 1, done.stderr
+    # Nothing else on stderr but the environment line the command printed before failing.
+    assert all(ln == errors[0] or ln.startswith("Using Python ") for ln in lines), done.stderr
+    assert lines[-1] == errors[0]
+    assert done.stdout == ""
+    return errors[0]
+
+
+@pytest.fixture
+def untouched(env: Env) -> Iterator[None]:
+    before = snapshot(env.venv)
+    yield
+    assert snapshot(env.venv) == before
+
+
+@pytest.mark.usefixtures("untouched")
+def test_unknown_soname(env: Env) -> None:
+    done = cudatx("why", "libcudatx-no-such.so.7", "--python", env.venv, cwd=env.work)
+    line = assert_refused(done, 4)
+    assert "libcudatx-no-such.so.7" in line
+
+
+@pytest.mark.usefixtures("untouched")
+def test_unknown_soname_json(env: Env) -> None:
+    # --json changes nothing about refusals: stdout stays empty, stderr has the line.
+    done = cudatx("why", "libcudatx-no-such.so.7", "--json", "--python", env.venv, cwd=env.work)
+    assert_refused(done, 4)
+
+
+@pytest.mark.usefixtures("untouched")
+def test_python_pointing_at_nothing(env: Env) -> None:
+    missing = env.venv / "bin" / "no-such-python"
+    done = cudatx("why", "libc.so.6", "--python", missing, cwd=env.work)
+    line = assert_refused(done, 3)
+    assert str(missing) in line
+
+
+@pytest.mark.usefixtures("untouched")
+def test_python_at_a_folder_without_interpreter(env: Env) -> None:
+    done = cudatx("why", "libc.so.6", "--python", env.site, cwd=env.work)
+    assert_refused(done, 3)
+
+
+@pytest.mark.usefixtures("untouched")
+def test_python_at_a_text_file(env: Env) -> None:
+    text = env.site / "clifix" / "__init__.py"
+    done = cudatx("why", "libc.so.6", "--python", text, cwd=env.work)
+    assert_refused(done, 3)
+
+
+@pytest.mark.usefixtures("untouched")
+def test_python_at_bin_true(env: Env) -> None:
+    done = cudatx("why", "libc.so.6", "--python", "/bin/true", cwd=env.work)
+    line = assert_refused(done, 3)
+    assert "not a working Python interpreter" in line
+
+
+@pytest.mark.usefixtures("untouched")
+def test_virtual_env_without_interpreter(env: Env) -> None:
+    environ = {**os.environ, "VIRTUAL_ENV": str(env.site)}
+    done = subprocess.run(
+        [sys.executable, "-m", "cudatx", "why", "libc.so.6"],
+        cwd=env.work,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    line = assert_refused(done, 3)
+    assert "VIRTUAL_ENV" in line
+
+
+@pytest.mark.usefixtures("untouched")
+def test_path_query_to_a_missing_file(env: Env) -> None:
+    missing = env.site / "clifix" / "lib" / "libgone.so.1"
+    done = cudatx("why", missing, "--python", env.venv, cwd=env.work)
+    line = assert_refused(done, 4)
+    assert str(missing) in line
+
+
+@pytest.mark.usefixtures("untouched")
+def test_path_query_to_a_file_outside_the_environment(env: Env, tmp_path: Path) -> None:
+    stray = tmp_path / LIB
+    stray.write_bytes(env.lib.read_bytes())
+    done = cudatx("why", stray, "--python", env.venv, cwd=env.work)
+    assert_refused(done, 4)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod 000 file anyway")
+@pytest.mark.usefixtures("untouched")
+def test_unreadable_file(env: Env, tmp_path: Path) -> None:
+    locked = tmp_path / "locked.so"
+    locked.write_bytes(env.lib.read_bytes())
+    locked.chmod(0)
+    try:
+        done = cudatx("why", locked, "--python", env.venv, cwd=env.work)
+    finally:
+        locked.chmod(0o644)
+    assert_refused(done, 5)
+
+
+@pytest.mark.usefixtures("untouched")
+def test_unknown_option(env: Env) -> None:
+    done = cudatx("why", "libc.so.6", "--python", env.venv, "--no-such-option", cwd=env.work)
+    line = assert_refused(done, 2)
+    assert "--no-such-option" in line
+
+
+@pytest.mark.usefixtures("untouched")
+def test_unknown_command(env: Env) -> None:
+    done = cudatx("whyy", "libc.so.6", "--python", env.venv, cwd=env.work)
+    assert_refused(done, 2)
+
+
+@pytest.mark.usefixtures("untouched")
+def test_missing_argument(env: Env) -> None:
+    done = cudatx("why", "--python", env.venv, cwd=env.work)
+    assert_refused(done, 2)
+
+
+@pytest.mark.usefixtures("untouched")
+def test_option_missing_its_value(env: Env) -> None:
+    done = cudatx("why", "libc.so.6", "--python", cwd=env.work)
+    assert_refused(done, 2)
+
+
+def test_relative_python_path(env: Env) -> None:
+    done = cudatx("why", "libc.so.6", "--python", "./python", cwd=env.venv / "bin")
+    assert done.returncode == 0, done.stderr
+    assert _using_line(env) in done.stderr
+
+
+# -------------------------------------------------------------------------------------
+# A RECORD full of garbage is a finding, never a failure
+# -------------------------------------------------------------------------------------
+
+GARBAGE = (
+    b"only,two\n\x7fELF\x02\x01\x01\x00\xff\xfe\x00\x01junk\n,,,\nx,sha256,abc\n"
+    b"y,sha256=AAAA,zz\n\n\xc3\x28\xa0\xa1 not utf-8,1,2\n"
+)
+
+
+@pytest.fixture(scope="module")
+def garbage_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("garbage")
+    wheel = build_wheel(root / "wheels", "trashed", "0.1", {"trashed/__init__.py": b""})
+    venv = make_venv(root / "venv")
+    uv_install(venv, [wheel])
+    return venv
+
+
+def _trash_record(venv: Path, content: bytes) -> None:
+    (record,) = site_packages(venv).glob("trashed-*.dist-info/RECORD")
+    record.write_bytes(content)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(GARBAGE, id="garbage"),
+        pytest.param(b"", id="empty"),
+        pytest.param(
+            "trashed/__init__.py,,\u00b2\n".encode(),
+            id="non-ascii-digit-size",
+        ),
+    ],
+)
+def test_garbage_record_still_answers(garbage_venv: Path, content: bytes) -> None:
+    _trash_record(garbage_venv, content)
+    before = snapshot(garbage_venv)
+    done = cudatx("why", "libc.so.6", "--python", garbage_venv, cwd=garbage_venv.parent)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.startswith("libc.so.6 => ")
+    assert snapshot(garbage_venv) == before
