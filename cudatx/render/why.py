@@ -62,10 +62,17 @@ def _attempt_line(a: Attempt, short: _Paths, width: int) -> str:
     return f"    {marker} {label:<{width}}  {short(a.path)}  {outcome}"
 
 
+def _shown(route: Route) -> str | None:
+    """The path as the loader opened it, unless it holds `..`: then the file it reached."""
+    if route.path is not None and ".." not in route.path.split("/"):
+        return route.path
+    return route.file
+
+
 def _route(route: Route, short: _Paths) -> list[str]:
     lines = []
     if route.status is Status.RESOLVED:
-        lines.append(f"{short(route.name)} => {short(route.file)}")
+        lines.append(f"{short(route.name)} => {short(_shown(route))}")
         lines.append(f"  found by   {_found_by(route, short)}")
         if route.source_distributions:
             lines[-1] += f" [{_owners(route.source_distributions)}]"
@@ -89,7 +96,7 @@ def _route(route: Route, short: _Paths) -> list[str]:
 
 def to_text(report: WhyReport, sites: tuple[str, ...]) -> str:
     short = _Paths(sites)
-    shown = {r.file for r in report.routes if r.file}
+    shown = {r.file for r in report.routes if r.file}  # FileFact paths are keyed the same way
     lines: list[str] = []
     for route in report.routes:
         if lines:
