@@ -118,6 +118,17 @@ class Status(StrEnum):
     RESOLVED = "resolved"
     NOT_FOUND = "not found"
     ERROR = "error"  # a file was found but glibc would refuse it (invalid ELF header)
+    SYSTEM = "system driver"  # libcuda.so.1 and friends: the driver's, never a wheel's
+
+
+class Evidence(StrEnum):
+    """Why cudatx believes an object loads a name."""
+
+    IMPORT = "import"  # the extension module itself, dlopened by Python's import
+    DT_NEEDED = "DT_NEEDED"
+    PRELOAD = "preload"  # a package's own load list run before its extension (torch's ctypes)
+    DLOPEN = "dlopen"  # a known run-time load from the shipped manifest
+    DLOPEN_STRING = "dlopen (string)"  # a soname-shaped string in the object's .rodata
 
 
 class Resolution(Frozen):
@@ -126,6 +137,7 @@ class Resolution(Frozen):
     name: str
     needed_by: str  # path of the object as opened
     status: Status
+    evidence: Evidence = Evidence.DT_NEEDED
     how: How | None = None
     source: str | None = None  # the object whose RPATH gave the folder, for How.RPATH
     path: str | None = None  # the file as opened (not realpath)
