@@ -71,6 +71,21 @@ def why(query: str, python: str | None, ld_library_path: str | None, as_json: bo
         click.echo(render.to_text(report, env.target.site_packages), nl=False)
 
 
+@cli.command()
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON on stdout.")
+def doctor(python: str | None, ld_library_path: str | None, as_json: bool) -> None:
+    """What is already wrong here: libraries that cannot load, hollow or co-owned packages,
+    mixed CUDA majors. Exit 1 when there is an error."""
+    from cudatx.doctor import diagnose
+    from cudatx.render import doctor as render
+
+    report = diagnose(_scan(python, ld_library_path))
+    click.echo(render.to_json(report) if as_json else render.to_text(report), nl=not as_json)
+    if report.errors:
+        raise SystemExit(int(ExitCode.FINDINGS))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every refusal is one line on stderr and a documented exit code."""
     try:

@@ -6,12 +6,13 @@ view in which a simulated change has happened.
 
 from __future__ import annotations
 
+import glob
 import os
 import stat
 from dataclasses import dataclass
 from enum import Enum
 
-from cudatx.elf import read_elf
+from cudatx.elf import read_elf, rodata_sonames
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo
 
@@ -37,12 +38,28 @@ _MISSING = Probe(Seen.MISSING)
 class FileView:
     def __init__(self) -> None:
         self._probes: dict[str, Probe] = {}
+        self._strings: dict[str, tuple[str, ...]] = {}
 
     def probe(self, path: str) -> Probe:
         cached = self._probes.get(path)
         if cached is None:
             cached = self._probes[path] = self._probe(path)
         return cached
+
+    def strings(self, path: str) -> tuple[str, ...]:
+        """Soname-shaped strings of the object's .rodata; () where it cannot be read."""
+        cached = self._strings.get(path)
+        if cached is None:
+            try:
+                cached = rodata_sonames(path)
+            except ElfReadError:
+                cached = ()
+            self._strings[path] = cached
+        return cached
+
+    def glob(self, pattern: str) -> list[str]:
+        """Python's glob, in its own (directory) order, as the package's code sees it."""
+        return glob.glob(pattern)
 
     def _probe(self, path: str) -> Probe:
         try:

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cudatx.fsview import FileView, Probe, Seen
-from cudatx.models import Attempt, ElfInfo, How, Outcome, Resolution, Status
+from cudatx.models import Attempt, ElfInfo, Evidence, How, Outcome, Resolution, Status
 from cudatx.system import SystemLoader
 
 DF_1_NODEFLIB = 0x800
@@ -51,6 +52,7 @@ class Loaded:
     loader: Loaded | None
     names: set[str] = field(default_factory=set)
     origin: str = ""
+    evidence: Evidence = Evidence.DT_NEEDED  # how it came to be mapped
 
     def answers_to(self, name: str) -> bool:
         return name in self.names or name == self.info.soname
@@ -66,6 +68,10 @@ class LoadResult:
     ok: bool
     loaded: tuple[str, ...]  # paths newly mapped by this load, in load order
     resolutions: tuple[Resolution, ...]
+
+
+def _ok(resolution: Resolution) -> bool:
+    return resolution.status in (Status.RESOLVED, Status.SYSTEM)
 
 
 class _Fatal(Exception):
@@ -91,8 +97,10 @@ class Process:
         *,
         ld_library_path: str | None,
         cwd: str,
+        is_driver: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self.system = system
+        self.is_driver = is_driver
         self.view = view
         self.cwd = cwd
         self.ld_library_path = ld_library_path
@@ -129,7 +137,7 @@ class Process:
         for obj in self.objects:  # load order: a loader is always copied before its loadees
             loader = copies[id(obj.loader)] if obj.loader is not None else None
             copies[id(obj)] = Loaded(
-                obj.path, obj.info, obj.file_id, loader, set(obj.names), obj.origin
+                obj.path, obj.info, obj.file_id, loader, set(obj.names), obj.origin, obj.evidence
             )
         twin.objects = list(copies.values())
         twin.main = copies[id(self.main)]
@@ -144,12 +152,24 @@ class Process:
         """Map the executable's dependencies, as rtld does before main() runs."""
         return self._load_deps(self.main, root=self.main.path, first=[], root_is_new=False)
 
-    def dlopen(self, path: str, caller: Loaded) -> LoadResult:
-        """dlopen(path) called from code in `caller` (libpython, for an import)."""
-        resolution, obj, new = self._resolve(path, caller, root=path)
+    def dlopen(
+        self,
+        name: str,
+        caller: Loaded,
+        *,
+        root: str,
+        evidence: Evidence = Evidence.IMPORT,
+        needed_by: str | None = None,
+    ) -> LoadResult:
+        """dlopen(name) called from code in `caller`, whose search path it uses.
+
+        `needed_by` names who asked when that is not the caller's own code: a package's
+        __init__.py preloading with ctypes runs dlopen from libpython.
+        """
+        resolution, obj, new = self._resolve(name, caller, root, evidence, needed_by)
         if obj is None or not new:
-            return LoadResult(root=path, ok=obj is not None, loaded=(), resolutions=(resolution,))
-        return self._load_deps(obj, root=path, first=[resolution], root_is_new=True)
+            return LoadResult(root=root, ok=_ok(resolution), loaded=(), resolutions=(resolution,))
+        return self._load_deps(obj, root=root, first=[resolution], root_is_new=True)
 
     def _load_deps(
         self, first_obj: Loaded, root: str, first: list[Resolution], root_is_new: bool
@@ -167,10 +187,9 @@ class Process:
                 resolutions.append(resolution)
                 if dep is not None and new:
                     queue.append(dep)
-        ok = all(r.status is Status.RESOLVED for r in resolutions)
         return LoadResult(
             root=root,
-            ok=ok,
+            ok=all(_ok(r) for r in resolutions),
             loaded=tuple(obj.path for obj in queue[0 if root_is_new else 1 :]),
             resolutions=tuple(resolutions),
         )
@@ -181,16 +200,57 @@ class Process:
         return next((obj for obj in self.objects if obj.answers_to(name)), None)
 
     def _resolve(
-        self, name: str, loader: Loaded, root: str
+        self,
+        name: str,
+        loader: Loaded,
+        root: str,
+        evidence: Evidence = Evidence.DT_NEEDED,
+        needed_by: str | None = None,
     ) -> tuple[Resolution, Loaded | None, bool]:
         """Resolve one name for `loader`: the resolution, the object, and whether it is new."""
 
         def made(status: Status, **fields: Any) -> Resolution:
-            return Resolution(name=name, needed_by=loader.path, root=root, status=status, **fields)
+            return Resolution(
+                name=name,
+                needed_by=needed_by or loader.path,
+                root=root,
+                status=status,
+                evidence=evidence,
+                **fields,
+            )
 
+        if self.is_driver(name):
+            # The driver's libraries come with the host's NVIDIA driver, never from a wheel:
+            # the environment cannot break them, so they are listed and never resolved.
+            return made(Status.SYSTEM, detail="provided by the system driver"), None, False
         hit = self._already(name)
         if hit is not None:
-            reuse = made(Status.RESOLVED, how=How.ALREADY_LOADED, path=hit.path, reused=hit.path)
+            if hit.evidence is not Evidence.PRELOAD:
+                reuse = made(
+                    Status.RESOLVED, how=How.ALREADY_LOADED, path=hit.path, reused=hit.path
+                )
+                return reuse, hit, False
+            # A preloaded library answers by name where no search might find it (the
+            # libcusparse -> libnvJitLink case): say what the search alone would do.
+            alone: list[Attempt] = []
+            try:
+                found = self._search(name, loader, alone)
+            except _Fatal:
+                found = None
+            if found is None:
+                detail = "no search would find it without the preload"
+            elif found[1].file_id == hit.file_id:
+                detail = "the search alone finds the same file"
+            else:
+                detail = f"the search alone finds another file: {found[0].path}"
+            reuse = made(
+                Status.RESOLVED,
+                how=How.ALREADY_LOADED,
+                path=hit.path,
+                reused=hit.path,
+                detail=detail,
+                attempts=tuple(alone),
+            )
             return reuse, hit, False
         attempts: list[Attempt] = []
         try:
@@ -228,6 +288,7 @@ class Process:
                 loader=loader,
                 names={name, attempt.path},
                 origin=_origin_of(attempt.path, self.cwd),
+                evidence=evidence,
             )
             self.objects.append(obj)
             new = True

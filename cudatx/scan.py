@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from cudatx.catalog import Catalog, load_catalog
 from cudatx.dists import scan_distributions
 from cudatx.elf import dynstr_contains, read_elf
 from cudatx.errors import ElfReadError, EnvironmentNotFound
 from cudatx.fsview import FileView, Seen
 from cudatx.loader import LoadResult, Process
-from cudatx.models import Distribution, Finding, PythonTarget
+from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget
+from cudatx.preload import read_preloads
+from cudatx.runtime import PackageContext, RootLoader, locate_preloads
 from cudatx.system import SystemLoader, probe_system
 from cudatx.target import find_target
 
@@ -54,6 +58,7 @@ class Environment:
     roots: tuple[str, ...]
     base: LoadResult  # the interpreter's own start-up
     loads: tuple[LoadResult, ...]  # one per root, each from a fresh interpreter
+    contexts: tuple[PackageContext, ...]  # packages that load libraries by hand (torch)
 
     def distribution(self, name: str) -> Distribution | None:
         return next((d for d in self.distributions if d.name == name), None)
@@ -153,21 +158,18 @@ def scan(
             probe = view.probe(path)
             if probe.seen is Seen.BAD:
                 findings.append(Finding(kind="not ELF", path=path, message=probe.reason or ""))
+    catalog = load_catalog()
     process = Process(
         system,
         view,
         executable,
         ld_library_path=ld_library_path,
         cwd=str(cwd or Path.cwd()),
+        is_driver=catalog.is_driver,
     )
     base = process.start()
     keys = PathKeys()
-    caller = _python_library(process)
-    loads = []
-    for root in roots:
-        fresh = process.fork()
-        loads.append(fresh.dlopen(root, fresh.find(caller) or fresh.main))
-    return Environment(
+    env = Environment(
         target=target,
         system=system,
         distributions=distributions,
@@ -177,5 +179,65 @@ def scan(
         libraries={name: tuple(paths) for name, paths in libraries.items()},
         roots=tuple(roots),
         base=base,
-        loads=tuple(loads),
+        loads=(),
+        contexts=(),
     )
+    # facts derives from an Environment; imported here, where one exists, to avoid a cycle.
+    from cudatx.facts import cuda_major_of_file
+
+    def major_of(path: str, info: ElfInfo) -> int | None:
+        classified = cuda_major_of_file(env, path, info)
+        return classified.major if classified else None
+
+    contexts = _contexts(env, catalog, view)
+    loader = RootLoader(
+        process,
+        _python_library(process),
+        catalog,
+        view,
+        {os.path.join(c.package_dir, ""): c for c in contexts},
+        major_of,
+    )
+    loads = tuple(loader.load(root) for root in roots)
+    return dataclasses.replace(env, loads=loads, contexts=contexts)
+
+
+def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[PackageContext, ...]:
+    """The packages whose import loads libraries by hand (torch), as installed here."""
+    from cudatx.facts import torch_cuda
+
+    out = []
+    for load_list in catalog.load_lists:
+        dist = env.distribution(load_list.distribution)
+        if dist is None:
+            continue
+        package_dir = os.path.join(dist.site, load_list.package)
+        if not os.path.isdir(package_dir):
+            continue
+        preloads = read_preloads(load_list, package_dir, dist.version)
+        cuda = torch_cuda(env)
+        located = locate_preloads(
+            preloads, env.target.sys_path, cuda.split(".")[0] if cuda else None, view
+        )
+        first = os.path.join(package_dir, load_list.first) if load_list.first else None
+        module = next(
+            (
+                r
+                for r in env.roots
+                if os.path.dirname(r) == package_dir
+                and os.path.basename(r).startswith(load_list.module + ".")
+            ),
+            None,
+        )
+        out.append(
+            PackageContext(
+                load_list=load_list,
+                package_dir=package_dir,
+                init_py=os.path.join(package_dir, "__init__.py"),
+                first=first if first and os.path.exists(first) else None,
+                preloads=located,
+                origin=preloads.origin,
+                module=module,
+            )
+        )
+    return tuple(out)

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 
 from cudatx.errors import NotInEnvironment, UnreadableFile
-from cudatx.models import Attempt, Frozen, How, Resolution, Status
+from cudatx.models import Attempt, Evidence, Frozen, How, Resolution, Status
 from cudatx.scan import Environment
 
 SCHEMA_VERSION = 1
@@ -31,6 +31,7 @@ class Earlier(Frozen):
     needed_by: str
     how: How | None
     source: str | None
+    evidence: Evidence
 
 
 class Route(Frozen):
@@ -91,7 +92,9 @@ def _earlier(env: Environment, r: Resolution) -> Earlier | None:
     first = _first_mapping(env, r)
     if first is None:  # loaded with the interpreter itself (ld.so) or by path
         return None
-    return Earlier(needed_by=first.needed_by, how=first.how, source=first.source)
+    return Earlier(
+        needed_by=first.needed_by, how=first.how, source=first.source, evidence=first.evidence
+    )
 
 
 def _locate(env: Environment, query: str) -> str:
@@ -119,7 +122,12 @@ def explain(env: Environment, query: str) -> WhyReport:
         matches = [r for r in _all(env) if r.path is not None and env.keys(r.path) == wanted]
         files = (FileFact(path=wanted, owners=_owners(env, located)),)
     else:
-        matches = [r for r in _all(env) if r.name == query]
+        # A library opened by path (a preload, a dlopen with '/') answers to its file name.
+        matches = [
+            r
+            for r in _all(env)
+            if r.name == query or ("/" in r.name and os.path.basename(r.name) == query)
+        ]
         files = tuple(
             FileFact(path=env.keys(p), owners=_owners(env, p)) for p in env.libraries.get(query, ())
         )
@@ -155,7 +163,7 @@ def explain(env: Environment, query: str) -> WhyReport:
                     Needer(
                         object=rs[0].needed_by,
                         distributions=_owners(env, rs[0].needed_by),
-                        evidence="DT_NEEDED" if rs[0].name != rs[0].root else "import",
+                        evidence=rs[0].evidence.value,
                         roots=tuple(dict.fromkeys(r.root for r in rs if r.root)),
                         attempts=rs[0].attempts,
                     )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.elf import dynstr_contains, read_elf
+from cudatx.elf import dynstr_contains, read_elf, rodata_sonames
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, VersionNeed
 
@@ -273,7 +273,9 @@ def _reason(path: Path) -> str:
         read_elf(str(path))
     with pytest.raises(ElfReadError) as caught_too:
         dynstr_contains(str(path), "x")
-    assert caught.value.reason == caught_too.value.reason
+    with pytest.raises(ElfReadError) as caught_rodata:
+        rodata_sonames(str(path))
+    assert caught.value.reason == caught_too.value.reason == caught_rodata.value.reason
     assert caught.value.path == str(path)
     return caught.value.reason
 
@@ -329,3 +331,162 @@ def test_permission_denied(libs: dict[str, Path], tmp_path: Path) -> None:
         assert _reason(locked) == "permission denied"
     finally:
         locked.chmod(0o644)
+
+
+# --- rodata_sonames ---------------------------------------------------------------------------
+
+NAMES_SOURCE = """\
+static const char *names[] = {"libfoo.so.1", "cannot open libbar.so.2 now", "/opt/x/libbaz.so.3",
+                              "libqux.so.%d", "not_a_lib.so.1", "libcuda.so.1"};
+const char *name(int i) { return names[i]; }
+"""
+# In order of first appearance in .rodata, which is the order of the source at -O0.
+NAMES_FOUND = ["libfoo.so.1", "libbar.so.2", "libbaz.so.3", "libqux.so", "libcuda.so.1"]
+SONAME_TEXT = re.compile(r"lib[A-Za-z0-9_.+-]*?\.so(\.[0-9]+)*")
+
+
+def _rodata_dump(path: str | Path) -> list[tuple[int, str]]:
+    """readelf's string dump of .rodata as (offset, string); [] when there is no .rodata."""
+    done = subprocess.run(
+        ["readelf", "-p", ".rodata", str(path)], capture_output=True, text=True, errors="replace"
+    )
+    lines = re.findall(r"^\s*\[\s*([0-9a-f]+)\]  (.*)$", done.stdout, re.M)
+    return [(int(offset, 16), text) for offset, text in lines]
+
+
+def _sections(path: Path) -> dict[str, tuple[int, int]]:
+    """Section name -> (index, offset of its header in the file), from readelf."""
+    shoff = int(re.search(r"Start of section headers:\s+(\d+)", _run("readelf", "-hW", path))[1])  # type: ignore[index]
+    found = re.findall(r"^\s*\[\s*(\d+)\] (\S+)", _run("readelf", "-SW", path), re.M)
+    return {name: (int(i), shoff + 64 * int(i)) for i, name in found}
+
+
+@pytest.fixture(scope="module")
+def names_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _cc(tmp_path_factory.mktemp("rodata") / "libnames.so", NAMES_SOURCE, "-O0")
+
+
+def test_rodata_sonames(names_lib: Path) -> None:
+    found = rodata_sonames(str(names_lib))
+    assert list(found) == NAMES_FOUND
+    # The oracle: each name is in readelf's dump of .rodata, and they come in its order.
+    dump = _rodata_dump(names_lib)
+    first = [min(offset for offset, text in dump if name in text) for name in found]
+    assert first == sorted(first)
+
+
+def test_rodata_sonames_boundaries(tmp_path: Path) -> None:
+    source = (
+        'static const char *names[] = {"libnot.so.1x", "libsort.sorted", "xlibno.so.1",\n'
+        '    "mylib.so", "libyes.so.2.%d", "load(libtwo.so.3)", "libyes.so.2"};\n'
+        "const char *name(int i) { return names[i]; }\n"
+    )
+    lib = _cc(tmp_path / "libedge.so", source, "-O0")
+    assert rodata_sonames(str(lib)) == ("libyes.so.2", "libtwo.so.3")
+
+
+def _oracle_check(path: str | Path) -> tuple[str, ...]:
+    found = rodata_sonames(str(path))
+    dump = _rodata_dump(path)
+    assert len(set(found)) == len(found)
+    for name in found:  # every name returned is in readelf's dump, at a string boundary
+        bounded = rf"(?<![A-Za-z0-9_.+-]){re.escape(name)}(?![A-Za-z0-9_+-])"
+        assert any(re.search(bounded, text) for _, text in dump), name
+    for _, text in dump:  # and every dumped string that is a whole soname is returned
+        if SONAME_TEXT.fullmatch(text):
+            assert text in found
+    return found
+
+
+@pytest.mark.parametrize("path", _system_libraries())
+def test_rodata_sonames_of_system_library_match_readelf(path: str) -> None:
+    found = _oracle_check(path)
+    if Path(path).name == "libc.so.6" and any("libgcc_s.so.1" in t for _, t in _rodata_dump(path)):
+        assert "libgcc_s.so.1" in found  # glibc dlopens it for unwinding
+
+
+def test_rodata_sonames_without_rodata(tmp_path: Path) -> None:
+    lib = _cc(tmp_path / "libplain.so", "int f(void) { return 0; }\n", "-O0")
+    if ".rodata" in _sections(lib):
+        _run("objcopy", "--remove-section", ".rodata", lib)
+    assert ".rodata" not in _sections(lib)
+    assert rodata_sonames(str(lib)) == ()
+
+
+def test_rodata_sonames_without_section_headers(tmp_path: Path) -> None:
+    image, _ = _handmade(64, "<", EM_X86_64)
+    path = tmp_path / "libbig.so"
+    path.write_bytes(image)
+    assert rodata_sonames(str(path)) == ()
+
+
+def test_rodata_sonames_extended_section_numbering(names_lib: Path, tmp_path: Path) -> None:
+    """SHN_XINDEX in e_shstrndx, and e_shnum 0: both read from section 0, as readelf does."""
+    data = bytearray(names_lib.read_bytes())
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shnum, shstrndx = struct.unpack_from("<HH", data, 0x3C)
+    struct.pack_into("<HH", data, 0x3C, 0, 0xFFFF)  # e_shnum, e_shstrndx
+    struct.pack_into("<Q", data, shoff + 32, shnum)  # section 0's sh_size
+    struct.pack_into("<I", data, shoff + 40, shstrndx)  # section 0's sh_link
+    path = tmp_path / "libextended.so"
+    path.write_bytes(bytes(data))
+    assert list(_oracle_check(path)) == NAMES_FOUND
+    assert read_elf(str(path)) == read_elf(str(names_lib)).model_copy(update={"path": str(path)})
+
+
+def _patched(lib: Path, tmp_path: Path, section: str, fmt: str, at: int, value: int) -> Path:
+    data = bytearray(lib.read_bytes())
+    struct.pack_into(fmt, data, _sections(lib)[section][1] + at, value)
+    path = tmp_path / "libpatched.so"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_rodata_sonames_nobits(names_lib: Path, tmp_path: Path) -> None:
+    SHT_NOBITS = 8
+    assert rodata_sonames(str(_patched(names_lib, tmp_path, ".rodata", "<I", 4, SHT_NOBITS))) == ()
+
+
+def test_rodata_past_the_end_is_truncated(names_lib: Path, tmp_path: Path) -> None:
+    path = _patched(names_lib, tmp_path, ".rodata", "<Q", 32, 1 << 40)  # sh_size
+    with pytest.raises(ElfReadError, match="truncated ELF file"):
+        rodata_sonames(str(path))
+
+
+def test_rodata_sonames_of_truncated_file(names_lib: Path, tmp_path: Path) -> None:
+    data = names_lib.read_bytes()
+    # read_elf needs no section headers, so only rodata_sonames fails on the last two cuts.
+    for size in (4, 40, 100, _sections(names_lib)[".rodata"][1], len(data) - 1):
+        cut = tmp_path / "libcut.so"
+        cut.write_bytes(data[:size])
+        with pytest.raises(ElfReadError) as caught:
+            rodata_sonames(str(cut))
+        assert caught.value.reason == "truncated ELF file"
+
+
+def test_rodata_sonames_bad_section_name_table(names_lib: Path, tmp_path: Path) -> None:
+    data = bytearray(names_lib.read_bytes())
+    struct.pack_into("<H", data, 0x3E, 999)  # e_shstrndx past the section count
+    path = tmp_path / "libbadnames.so"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ElfReadError, match="malformed ELF"):
+        rodata_sonames(str(path))
+
+
+def test_rodata_sonames_of_non_elf(tmp_path: Path) -> None:
+    (tmp_path / "libfoo.so.1").write_bytes(b"libfoo.so.1\0libbar.so.2\0" * 10)
+    with pytest.raises(ElfReadError, match="not an ELF file"):
+        rodata_sonames(str(tmp_path / "libfoo.so.1"))
+
+
+@pytest.mark.slow
+def test_rodata_sonames_of_cudnn() -> None:
+    """cuDNN names the libraries it dlopens in .rodata (design.md, section 2)."""
+    from tests.torch_env import torch_env
+
+    lib = next(torch_env().glob("lib/python3*/site-packages/nvidia/cudnn/lib"))
+    front = _oracle_check(lib / "libcudnn.so.9")
+    assert {"libcudnn_graph.so", "libcudnn_ops.so", "libcudnn_adv.so"} <= set(front)
+    adv = _oracle_check(lib / "libcudnn_adv.so.9")
+    assert "libcuda.so.1" in adv
+    assert any(re.fullmatch(r"libcublasLt\.so\.\d+", name) for name in adv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cudatx.models import Attempt, How, Outcome, Status
+from cudatx.models import Attempt, Evidence, How, Outcome, Status
 from cudatx.why import Owner, Route, WhyReport
 
 _MAX_NEEDERS = 8  # the JSON lists them all
@@ -48,10 +48,15 @@ def _found_by(route: Route, short: _Paths) -> str:
     text = _how(route.how, route.source, short)
     if route.earlier is not None:
         first = route.earlier
-        text += (
-            f" (mapped earlier for {short(first.needed_by)}"
-            f" via {_how(first.how, first.source, short)})"
-        )
+        if first.evidence is Evidence.PRELOAD:
+            text += f" (preloaded by {short(first.needed_by)})"
+            if route.detail:
+                text += f"; {route.detail}"
+        else:
+            text += (
+                f" (mapped earlier for {short(first.needed_by)}"
+                f" via {_how(first.how, first.source, short)})"
+            )
     return text
 
 

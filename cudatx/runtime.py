@@ -1,0 +1,204 @@
+"""One load root in its own process, with what DT_NEEDED does not say.
+
+A fresh `import torch._C` does not start with torch._C: torch/__init__.py first loads
+torch/lib/libtorch_global_deps.so and, when that mapped libcudart, preloads a list of
+NVIDIA libraries by path with ctypes (cudatx.preload). Those objects then satisfy later
+needs by name even where no search path would find them. After the import, libraries load
+more with dlopen at run time: the shipped manifest (cudatx/data/runtime.json) and
+soname-shaped strings in each object's .rodata say what. All of it is replayed here on a
+cudatx.loader.Process, each edge tagged with its evidence.
+
+Deviations (also in README.md): ctypes' dlopen is modelled as called from libpython, not
+from the _ctypes module (they differ only if _ctypes carried an RPATH, which CPython builds
+do not); where several files match a preload glob, the first in the directory's own order
+is taken, as torch's glob.glob does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cudatx.catalog import Catalog, LoadList
+from cudatx.fsview import FileView
+from cudatx.loader import Loaded, LoadResult, Process
+from cudatx.models import ElfInfo, Evidence, Resolution, Status
+from cudatx.preload import Preloads
+
+MajorOf = Callable[[str, ElfInfo], int | None]
+
+
+@dataclass(frozen=True)
+class PackageContext:
+    """What importing a package loads before the module asked for."""
+
+    load_list: LoadList
+    package_dir: str
+    init_py: str  # who asks for the preloads
+    first: str | None  # path of the library loaded first (libtorch_global_deps.so)
+    preloads: tuple[tuple[str, str | None], ...]  # (glob, the file it found or None)
+    origin: str  # where the preload list came from
+    module: str | None  # path of the package's extension loaded after the preloads
+
+
+def locate_preloads(
+    pre: Preloads, sys_path: tuple[str, ...], cuda_major: str | None, view: FileView
+) -> tuple[tuple[str, str | None], ...]:
+    """torch's _preload_cuda_lib: the first sys.path entry with any match, its first match."""
+    out: list[tuple[str, str | None]] = []
+    for entry in pre.entries:
+        found: str | None = None
+        for path_entry in sys_path:
+            matches: list[str] = []
+            for pattern in pre.search:
+                if "{cuda_major}" in pattern and cuda_major is None:
+                    continue  # torch skips the cuNN folder of a CPU build
+                matches += view.glob(
+                    pattern.format(
+                        entry=path_entry,
+                        folder=entry.folder,
+                        glob=entry.pattern,
+                        cuda_major=cuda_major,
+                    )
+                )
+            if matches:
+                found = matches[0]
+                break
+        out.append((entry.pattern, found))
+    return tuple(out)
+
+
+def _stem(name: str) -> str:
+    return name.split(".so", 1)[0]
+
+
+class RootLoader:
+    """Loads each root into a fork of the interpreter's process."""
+
+    def __init__(
+        self,
+        base: Process,
+        caller: str,
+        catalog: Catalog,
+        view: FileView,
+        contexts: dict[str, PackageContext],
+        major_of: MajorOf,
+    ) -> None:
+        self.base = base
+        self.caller = caller
+        self.catalog = catalog
+        self.view = view
+        self.contexts = contexts  # package folder (with trailing /) -> context
+        self.major_of = major_of
+
+    def load(self, root: str) -> LoadResult:
+        process = self.base.fork()
+        start = len(process.objects)
+        caller = process.find(self.caller) or process.main
+        resolutions: list[Resolution] = []
+        context = next((c for d, c in self.contexts.items() if root.startswith(d)), None)
+        if context is not None:
+            process = self._package(process, caller, root, context, resolutions)
+            caller = process.find(self.caller) or process.main
+            if context.module and context.module != root:
+                resolutions += process.dlopen(context.module, caller, root=root).resolutions
+        result = process.dlopen(root, caller, root=root)
+        resolutions += result.resolutions
+        self._run_time(process, start, root, resolutions)
+        loaded = tuple(obj.path for obj in process.objects[start:])
+        import_ok = all(
+            r.status in (Status.RESOLVED, Status.SYSTEM)
+            for r in resolutions
+            if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
+        )
+        return LoadResult(root=root, ok=import_ok, loaded=loaded, resolutions=tuple(resolutions))
+
+    def _package(
+        self,
+        process: Process,
+        caller: Loaded,
+        root: str,
+        context: PackageContext,
+        out: list[Resolution],
+    ) -> Process:
+        first_ok = True
+        if context.first is not None:
+            trial = process.fork()
+            first = trial.dlopen(
+                context.first,
+                trial.find(caller.path) or trial.main,
+                root=root,
+                evidence=Evidence.PRELOAD,
+                needed_by=context.init_py,
+            )
+            first_ok = first.ok
+            if first_ok:
+                # torch catches the OSError of a failed first load, preloads, and retries:
+                # the failed attempt leaves nothing mapped (glibc unloads it).
+                process = trial
+                out += first.resolutions
+        when = context.load_list.when_loaded
+        mapped = any(os.path.basename(o.path).startswith(when or "") for o in process.objects)
+        if not first_ok or (when is None or mapped):
+            caller = process.find(caller.path) or process.main
+            for _glob, found in context.preloads:
+                if found is None:
+                    continue  # torch skips what it cannot find (required=False)
+                out += process.dlopen(
+                    found,
+                    caller,
+                    root=root,
+                    evidence=Evidence.PRELOAD,
+                    needed_by=context.init_py,
+                ).resolutions
+            if not first_ok and context.first is not None:
+                out += process.dlopen(
+                    context.first,
+                    caller,
+                    root=root,
+                    evidence=Evidence.PRELOAD,
+                    needed_by=context.init_py,
+                ).resolutions
+        return process
+
+    def _run_time(self, process: Process, start: int, root: str, out: list[Resolution]) -> None:
+        """Known dlopens and .rodata names of every object this root mapped."""
+        index = start
+        while index < len(process.objects):
+            obj = process.objects[index]
+            index += 1
+            soname = obj.info.soname or os.path.basename(obj.path)
+            loads, optional = self.catalog.known_loads(soname, self.major_of(obj.path, obj.info))
+            covered = {_stem(n) for n in (*loads, *optional)}
+            for name in loads:
+                out += process.dlopen(name, obj, root=root, evidence=Evidence.DLOPEN).resolutions
+            for name in optional:
+                trial = process.fork()
+                done = trial.dlopen(name, obj, root=root, evidence=Evidence.DLOPEN)
+                if done.resolutions[0].status is Status.RESOLVED:
+                    out += process.dlopen(
+                        name, obj, root=root, evidence=Evidence.DLOPEN
+                    ).resolutions
+            for name in self.view.strings(obj.path):
+                if self._skip_string(process, obj, name, soname, covered):
+                    continue
+                out += process.dlopen(
+                    name, obj, root=root, evidence=Evidence.DLOPEN_STRING
+                ).resolutions
+
+    def _skip_string(
+        self, process: Process, obj: Loaded, name: str, soname: str, covered: set[str]
+    ) -> bool:
+        if name in (soname, os.path.basename(obj.path)) or name in obj.info.needed:
+            return True
+        if name in self.catalog.not_loads or _stem(name) in covered:
+            return True
+        if name.endswith(".so"):
+            # A versionless name ("libcudnn_adv.so") is completed with a version at run
+            # time; a loaded library of that stem answers it.
+            return any(
+                (o.info.soname or os.path.basename(o.path)).startswith(name + ".")
+                for o in process.objects
+            )
+        return False
