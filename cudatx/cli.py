@@ -86,6 +86,44 @@ def doctor(python: str | None, ld_library_path: str | None, as_json: bool) -> No
         raise SystemExit(int(ExitCode.FINDINGS))
 
 
+@cli.command()
+@target_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "dot", "graphml", "mermaid"]),
+    default="json",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--around",
+    "around_name",
+    metavar="NAME",
+    default=None,
+    help="Only the part around a distribution, soname or file (path or basename).",
+)
+@click.option(
+    "--radius",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="With --around: how many edges away to go, in either direction.",
+)
+def graph(
+    python: str | None, ld_library_path: str | None, fmt: str, around_name: str | None, radius: int
+) -> None:
+    """The environment as a graph: distributions, ELF files and sonames, with their owns,
+    needs, resolves and requires edges."""
+    from cudatx.graph import around, build_graph
+    from cudatx.render.graph import render
+
+    result = build_graph(_scan(python, ld_library_path))
+    if around_name is not None:
+        result = around(result, around_name, radius)
+    click.echo(render(result, fmt), nl=False)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every refusal is one line on stderr and a documented exit code."""
     try:

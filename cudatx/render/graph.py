@@ -1,0 +1,190 @@
+"""`cudatx graph` as JSON (node-link), Graphviz DOT, GraphML or a Mermaid flowchart.
+
+Pure functions of the graph: nodes sorted by id and edges by (source, target, attributes),
+so the same environment always renders to the same text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import networkx as nx
+
+SCHEMA_VERSION = 1
+FORMATS = ("json", "dot", "graphml", "mermaid")
+
+_DOT_SHAPES = {
+    "distribution": "box",
+    "file": "note",
+    "soname": "ellipse",
+    "missing": "octagon",
+}
+_MERMAID_SHAPES = {  # (open, close) around the quoted label
+    "distribution": ("[", "]"),
+    "file": ("[[", "]]"),
+    "soname": ("(", ")"),
+    "missing": ("{{", "}}"),
+}
+
+Edge = tuple[str, str, dict[str, Any]]
+
+
+def _edge_order(edge: Edge) -> tuple[str, str, str]:
+    source, target, data = edge
+    return source, target, json.dumps(data, sort_keys=True, default=str)
+
+
+def _sorted(graph: nx.MultiDiGraph) -> tuple[list[tuple[str, dict[str, Any]]], list[Edge]]:
+    nodes = sorted(((str(n), dict(d)) for n, d in graph.nodes(data=True)), key=lambda x: x[0])
+    edges = sorted(
+        ((str(u), str(v), dict(d)) for u, v, d in graph.edges(data=True)), key=_edge_order
+    )
+    return nodes, edges
+
+
+def _sorted_copy(graph: nx.MultiDiGraph) -> nx.MultiDiGraph:
+    """The same graph, built in sorted order (edge keys renumbered from 0 per node pair)."""
+    nodes, edges = _sorted(graph)
+    copy = nx.MultiDiGraph()
+    copy.graph.update(graph.graph)
+    copy.add_nodes_from(nodes)
+    for source, target, data in edges:
+        copy.add_edge(source, target, **data)
+    return copy
+
+
+def _node_label(node: str, data: dict[str, Any]) -> str:
+    return str(data.get("label") or node)
+
+
+def _edge_label(data: dict[str, Any]) -> str:
+    kind = str(data.get("kind", ""))
+    detail = ""
+    if kind == "needs":
+        detail = str(data.get("evidence", ""))
+    elif kind == "resolves":
+        detail = str(data.get("how") or data.get("status") or "")
+    elif kind == "requires":
+        detail = str(data.get("specifier", ""))
+        if data.get("satisfied") is False:
+            detail = (detail + " unmet").strip()
+    return f"{kind} {detail}" if detail else kind
+
+
+# -- json -----------------------------------------------------------------------------------
+
+
+def to_json(graph: nx.MultiDiGraph) -> str:
+    data = nx.node_link_data(_sorted_copy(graph), edges="edges")
+    return json.dumps({"schema_version": SCHEMA_VERSION, **data}, indent=2)
+
+
+# -- dot ------------------------------------------------------------------------------------
+
+
+def _dot_quote(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + escaped.replace("\r", "").replace("\n", "\\n") + '"'
+
+
+def to_dot(graph: nx.MultiDiGraph) -> str:
+    nodes, edges = _sorted(graph)
+    lines = [
+        "digraph cudatx {",
+        "  rankdir=LR;",
+        '  node [fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=8];',
+    ]
+    for node, data in nodes:
+        kind = str(data.get("kind", ""))
+        attrs = [
+            f"label={_dot_quote(_node_label(node, data))}",
+            f"shape={_DOT_SHAPES.get(kind, 'box')}",
+        ]
+        if kind == "file":
+            attrs.append(f"tooltip={_dot_quote(str(data.get('path', node)))}")
+        if kind == "missing":
+            attrs.append("color=red, fontcolor=red")
+        lines.append(f"  {_dot_quote(node)} [{', '.join(attrs)}];")
+    for source, target, data in edges:
+        attrs = [f"label={_dot_quote(_edge_label(data))}"]
+        if data.get("kind") == "resolves" and data.get("status", "resolved") != "resolved":
+            attrs.append("color=red, style=dashed")
+        if data.get("kind") == "requires" and data.get("satisfied") is False:
+            attrs.append("color=red")
+        lines.append(f"  {_dot_quote(source)} -> {_dot_quote(target)} [{', '.join(attrs)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# -- graphml --------------------------------------------------------------------------------
+
+
+def to_graphml(graph: nx.MultiDiGraph) -> str:
+    return "\n".join(nx.generate_graphml(_sorted_copy(graph))) + "\n"
+
+
+# -- mermaid --------------------------------------------------------------------------------
+
+_UNSAFE_ID = re.compile(r"[^A-Za-z0-9_]")
+_MERMAID_ENTITIES = {"#": "#35;", '"': "#quot;", "<": "#lt;", ">": "#gt;", "&": "#amp;"}
+
+
+def _mermaid_text(text: str) -> str:
+    escaped = "".join(_MERMAID_ENTITIES.get(c, c) for c in text)
+    return '"' + " ".join(escaped.split("\n")) + '"'
+
+
+def _mermaid_ids(nodes: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """Each node id made of [A-Za-z0-9_] only; clashes numbered in sorted order."""
+    ids: dict[str, str] = {}
+    used: set[str] = set()
+    for node, _ in nodes:
+        base = _UNSAFE_ID.sub("_", node)
+        candidate, number = base, 1
+        while candidate in used:
+            number += 1
+            candidate = f"{base}_{number}"
+        used.add(candidate)
+        ids[node] = candidate
+    return ids
+
+
+def to_mermaid(graph: nx.MultiDiGraph) -> str:
+    nodes, edges = _sorted(graph)
+    ids = _mermaid_ids(nodes)
+    lines = ["flowchart LR"]
+    for node, data in nodes:
+        kind = str(data.get("kind", ""))
+        opening, closing = _MERMAID_SHAPES.get(kind, ("[", "]"))
+        style = ":::missing" if kind == "missing" else ""
+        label = _mermaid_text(_node_label(node, data))
+        lines.append(f"  {ids[node]}{opening}{label}{closing}{style}")
+    for source, target, data in edges:
+        arrow = "-.->" if data.get("status", "resolved") != "resolved" else "-->"
+        label = _mermaid_text(_edge_label(data))
+        lines.append(f"  {ids[source]} {arrow}|{label}| {ids[target]}")
+    lines.append("  classDef missing stroke:#c00,color:#c00")
+    return "\n".join(lines) + "\n"
+
+
+_RENDERERS: dict[str, Callable[[nx.MultiDiGraph], str]] = {
+    "json": to_json,
+    "dot": to_dot,
+    "graphml": to_graphml,
+    "mermaid": to_mermaid,
+}
+
+
+def render(graph: nx.MultiDiGraph, fmt: str) -> str:
+    """The graph in `fmt` (one of FORMATS)."""
+    try:
+        renderer = _RENDERERS[fmt]
+    except KeyError:
+        raise ValueError(
+            f"unknown graph format {fmt!r}; choose one of {', '.join(FORMATS)}"
+        ) from None
+    return renderer(graph)
