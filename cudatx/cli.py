@@ -124,6 +124,53 @@ def graph(
     click.echo(render(result, fmt), nl=False)
 
 
+@cli.command()
+@click.option(
+    "--keep",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Build in DIR (missing or empty) and keep it [default: a temporary folder].",
+)
+@click.option(
+    "--compiler",
+    metavar="CC",
+    default=None,
+    help="C compiler for the tiny libraries ['none': use the prebuilt ones; default: $CC, cc].",
+)
+def demo(keep: str | None, compiler: str | None) -> None:
+    """Build, offline, a small environment caught in the cu12/cu13 shared-path trap (real
+    libraries, real wheels, real uv), then run `doctor` and `why libcudnn.so.9` on it."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from cudatx.demo import build_demo
+    from cudatx.doctor import diagnose
+    from cudatx.render import doctor as render_doctor
+    from cudatx.render import why as render_why
+    from cudatx.scan import scan
+    from cudatx.why import explain
+
+    folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="cudatx-demo-"))
+    try:
+        built = build_demo(folder, compiler=compiler)
+        click.echo("Built a demo environment:")
+        for line in built.story:
+            click.echo(f"  {line}")
+        env = scan(str(built.venv), ld_library_path=None)
+        click.echo(f"\n$ cudatx doctor --python {built.venv}")
+        click.echo(render_doctor.to_text(diagnose(env)), nl=False)
+        click.echo(f"\n$ cudatx why libcudnn.so.9 --python {built.venv}")
+        report = explain(env, "libcudnn.so.9")
+        click.echo(render_why.to_text(report, env.target.site_packages), nl=False)
+        if keep:
+            click.echo(f"\nThe environment stays at {built.venv}.")
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every refusal is one line on stderr and a documented exit code."""
     try:

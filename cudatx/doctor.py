@@ -164,13 +164,16 @@ class _Doctor:
             if dist is None:
                 continue
             severity = Severity.ERROR if h.name in needed else Severity.WARNING
-            state = "emptied" if h.emptied else "damaged"
+            damage = []
+            if h.missing:
+                damage.append(f"{h.missing} of its {h.total} files are missing")
+            if h.wrong:
+                damage.append(f"{h.wrong} of its {h.total} files have other bytes")
             self.problems.append(
                 Problem(
                     severity=severity,
                     code="hollow",
-                    what=f"{h.name} {h.version} is installed but {state}: {h.missing} of {h.total} "
-                    f"files missing, {h.wrong} with other bytes",
+                    what=f"{h.name} {h.version} is installed but hollow: " + " and ".join(damage),
                     why=("needed by " + ", ".join(sorted(needed[h.name])))
                     if h.name in needed
                     else "nothing installed needs it",
@@ -208,25 +211,31 @@ class _Doctor:
         return needed
 
     def mixed(self, torch_cuda: str | None) -> None:
-        by_file: dict[str, list[facts.Mixed]] = defaultdict(list)
+        """One error per set of owners: cuDNN's ten libraries are one problem, not ten."""
+        groups: dict[tuple[tuple[str, ...], int], list[facts.Mixed]] = defaultdict(list)
         for m in facts.mixed_majors(self.env):
-            by_file[self.env.keys(m.path)].append(m)
-        for key, group in by_file.items():
-            m = group[0]
-            want = int(m.torch_cuda.split(".")[0])
-            owners = self.env.owners_of(m.path)
-            keep = [d for d in owners if self._dist_major(d) == want]
-            fix = reinstall_command(self.env, keep[0]) if keep else None
+            owners = tuple(d.name for d in self.env.owners_of(m.path))
+            groups[(owners, m.major)].append(m)
+        for (owners, major), group in groups.items():
+            want = int(group[0].torch_cuda.split(".")[0])
+            dists = [d for d in (self.env.distribution(n) for n in owners) if d is not None]
+            keep = [d for d in dists if self._dist_major(d) == want]
+            names = sorted({os.path.basename(m.soname) for m in group})
+            more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+            files = sorted({_short(self.env, self.env.keys(m.path)) for m in group})
+            needers = sorted({_short(self.env, m.needed_by) for m in group})
             self.problems.append(
                 Problem(
                     severity=Severity.ERROR,
                     code="mixed-cuda-major",
-                    what=f"torch (CUDA {torch_cuda}) resolves {m.soname} to a CUDA {m.major} build",
-                    why=f"{_short(self.env, key)} ({m.reason}), needed by "
-                    + ", ".join(sorted({_short(self.env, g.needed_by) for g in group})),
-                    fix=fix,
-                    paths=(key,),
-                    distributions=tuple(d.name for d in owners),
+                    what=f"torch (CUDA {torch_cuda}) resolves {names[0]}{more} "
+                    f"to a CUDA {major} build",
+                    why=f"{', '.join(files[:3])}{', ...' if len(files) > 3 else ''} "
+                    f"({group[0].reason}) listed by {', '.join(owners) or 'no distribution'}; "
+                    f"needed by {', '.join(needers[:3])}{', ...' if len(needers) > 3 else ''}",
+                    fix=reinstall_command(self.env, keep[0]) if len(keep) == 1 else None,
+                    paths=tuple(files),
+                    distributions=owners,
                 )
             )
 
@@ -234,28 +243,42 @@ class _Doctor:
         classified = facts.cuda_major_of_dist(self.env, dist)
         return classified.major if classified else None
 
-    def co_owned(self) -> None:
+    def co_owned(self, torch_cuda: str | None) -> None:
         groups: dict[tuple[tuple[str, str], ...], list[facts.CoOwned]] = defaultdict(list)
         for c in facts.co_owned(self.env):
             groups[c.owners].append(c)
+        want = int(torch_cuda.split(".")[0]) if torch_cuda else None
         for owners, paths in groups.items():
             effective = sorted({c.effective_owner or "none" for c in paths})
             folders = sorted({os.path.dirname(_short(self.env, c.path)) for c in paths})
             names = " and ".join(f"{n} {v}" for n, v in owners)
+            dists = [d for d in (self.env.distribution(n) for n, _ in owners) if d is not None]
+            keep = [d for d in dists if want is not None and self._dist_major(d) == want]
+            fix = None
+            if len(keep) == 1:
+                # Keep the build torch was made for: uninstalling the other deletes the
+                # shared paths, and the reinstall puts the kept one's bytes back.
+                others = " ".join(d.name for d in dists if d is not keep[0])
+                fix = f"{self._uninstall_command(others)} && {reinstall_command(self.env, keep[0])}"
+            plural = "s" if len(paths) != 1 else ""
             self.problems.append(
                 Problem(
                     severity=Severity.WARNING,
                     code="co-owned",
-                    what=f"{len(paths)} paths in {', '.join(folders)} are listed by {names}",
+                    what=f"{len(paths)} path{plural} in {', '.join(folders)} "
+                    f"{'are' if plural else 'is'} listed by {names}",
                     why="the bytes on disk are "
                     + ", ".join(effective)
                     + "'s; uninstalling either distribution deletes these paths and leaves "
                     "the other installed but hollow",
-                    fix=None,
+                    fix=fix,
                     paths=tuple(sorted(c.path for c in paths)),
                     distributions=tuple(n for n, _ in owners),
                 )
             )
+
+    def _uninstall_command(self, names: str) -> str:
+        return f"uv pip uninstall --python {self.env.target.prefix} {names}"
 
     def run_time(self) -> None:
         """Run-time loads no search finds.
@@ -320,7 +343,7 @@ def diagnose(env: Environment) -> DoctorReport:
     doctor.preloads()
     doctor.hollow_dists()
     doctor.mixed(torch_cuda)
-    doctor.co_owned()
+    doctor.co_owned(torch_cuda)
     doctor.run_time()
     doctor.scan_findings()
     problems = sorted(doctor.problems, key=lambda p: p.severity is not Severity.ERROR)

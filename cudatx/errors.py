@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     NO_ENVIRONMENT = 3  # the target Python could not be found or asked
     NOT_FOUND = 4  # the library or path asked about is not in the environment
     UNREADABLE = 5  # a file cudatx must read could not be read
+    DEMO_FAILED = 6  # `cudatx demo` could not build its environment (no compiler, uv failed)
     INTERNAL = 70  # a bug in cudatx (EX_SOFTWARE)
 
 

@@ -1,0 +1,160 @@
+"""`cudatx doctor` on a real torch 2.14.1 environment, healthy and then caught in the trap.
+
+The story of design.md section 1, with the real wheels: nvidia-cudnn-cu12 (from the
+package index) installed with --no-deps over torch's nvidia-cudnn-cu13, then uninstalled.
+The mutating steps run on a copy of the cached environment.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import uv_bin
+from tests.torch_env import torch_env
+
+pytestmark = pytest.mark.slow
+
+
+def _cudatx(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cudatx", *args], capture_output=True, text=True, check=False
+    )
+
+
+def _doctor(env: Path) -> tuple[int, dict[str, Any]]:
+    done = _cudatx("doctor", "--json", "--python", str(env))
+    assert "Traceback" not in done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def _codes(report: dict[str, Any], severity: str) -> list[str]:
+    return [p["code"] for p in report["problems"] if p["severity"] == severity]
+
+
+def _import_torch(env: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import torch; print(torch.version.cuda)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def pristine() -> Path:
+    return torch_env()
+
+
+@pytest.fixture(scope="module")
+def cudnn_cu12_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("cu12")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "-d",
+            str(folder),
+            "nvidia-cudnn-cu12",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wheels = sorted(folder.glob("nvidia_cudnn_cu12-*.whl"))
+    if done.returncode != 0 or not wheels:
+        pytest.skip(f"pip could not download nvidia-cudnn-cu12: {done.stderr.strip()[-200:]}")
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def trapped(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    copy = tmp_path_factory.mktemp("torch") / "env"
+    subprocess.run(["cp", "-a", "--reflink=auto", str(pristine), str(copy)], check=True)
+    yield copy
+    shutil.rmtree(copy, ignore_errors=True)
+
+
+def test_healthy_torch_has_no_error(pristine: Path) -> None:
+    code, report = _doctor(pristine)
+    assert code == 0, report["problems"]
+    assert _codes(report, "error") == []
+    assert report["torch_cuda"] == "13.0"
+    assert "libcuda.so.1" in report["system_provided"]
+    assert any("read from" in note for note in report["notes"])
+    why = _cudatx("why", "libnvJitLink.so.13", "--python", str(pristine))
+    assert why.returncode == 0
+    cusparse = why.stdout.split("libnvJitLink.so.13 => ")[2]
+    assert "preloaded by torch/__init__.py" in cusparse
+    assert "libcusparse.so.12" in cusparse
+    cuda = _cudatx("why", "libcuda.so.1", "--python", str(pristine), "--json")
+    assert {r["status"] for r in json.loads(cuda.stdout)["routes"]} == {"system driver"}
+
+
+def test_the_trap_step_by_step(trapped: Path, cudnn_cu12_wheel: Path) -> None:
+    uv = uv_bin()
+    install = subprocess.run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--python",
+            str(trapped),
+            "--no-deps",
+            "--offline",
+            str(cudnn_cu12_wheel),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert install.returncode == 0, install.stderr
+
+    # cu12 over cu13: co-owned paths, and torch (CUDA 13) now resolves a CUDA 12 cuDNN.
+    code, report = _doctor(trapped)
+    assert code == 1
+    co = [p for p in report["problems"] if p["code"] == "co-owned"]
+    assert co and set(co[0]["distributions"]) == {"nvidia-cudnn-cu12", "nvidia-cudnn-cu13"}
+    assert "nvidia-cudnn-cu12's" in co[0]["why"]
+    assert any(p.endswith("/nvidia/cudnn/lib/libcudnn.so.9") for p in co[0]["paths"])
+    mixed = [p for p in report["problems"] if p["code"] == "mixed-cuda-major"]
+    assert len(mixed) == 1 and mixed[0]["severity"] == "error"
+    assert mixed[0]["what"].startswith("torch (CUDA 13.0) resolves libcudnn.so.9")
+    assert mixed[0]["what"].endswith("to a CUDA 12 build")
+    assert "nvidia-cudnn-cu13==9.24.0.43" in (mixed[0]["fix"] or "")
+
+    # The user's fix of design.md section 1: uninstall the cu12 one. cu13 is left hollow.
+    removal = subprocess.run(
+        [uv, "pip", "uninstall", "--python", str(trapped), "nvidia-cudnn-cu12"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert removal.returncode == 0, removal.stderr
+    assert "libcudnn.so.9" in _import_torch(trapped).stderr
+    code, report = _doctor(trapped)
+    assert code == 1
+    hollow = [p for p in report["problems"] if p["code"] == "hollow"]
+    assert [p["distributions"] for p in hollow] == [["nvidia-cudnn-cu13"]]
+    assert hollow[0]["severity"] == "error"
+    roots = [p for p in report["problems"] if p["code"] == "root-unloadable"]
+    assert any("libcudnn.so.9 not found" in p["what"] for p in roots)
+    fix = hollow[0]["fix"]
+    assert "nvidia-cudnn-cu13==9.24.0.43" in fix
+
+    # The command doctor gives, run as printed, repairs the environment.
+    repaired = subprocess.run(fix, shell=True, capture_output=True, text=True, check=False)
+    assert repaired.returncode == 0, repaired.stderr
+    code, report = _doctor(trapped)
+    assert code == 0, report["problems"]
+    assert _import_torch(trapped).stdout.strip() == "13.0"
