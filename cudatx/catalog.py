@@ -14,7 +14,7 @@ from typing import Any
 class PreloadEntry:
     folder: str  # the component folder torch names ("cublas", "cuda_nvrtc", ...)
     pattern: str  # a glob over file names ("libcublas.so.*[0-9]")
-    required: bool
+    required: bool  # when torch needs the preloads to load at all (its except path)
 
 
 @dataclass(frozen=True)

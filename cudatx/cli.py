@@ -81,7 +81,7 @@ def doctor(python: str | None, ld_library_path: str | None, as_json: bool) -> No
     from cudatx.render import doctor as render
 
     report = diagnose(_scan(python, ld_library_path))
-    click.echo(render.to_json(report) if as_json else render.to_text(report), nl=not as_json)
+    click.echo(render.to_json(report) if as_json else render.to_text(report), nl=as_json)
     if report.errors:
         raise SystemExit(int(ExitCode.FINDINGS))
 

@@ -69,11 +69,15 @@ def reinstall_command(env: Environment, dist: Distribution) -> str:
 
 
 def _short(env: Environment, path: str) -> str:
+    """A path as users know it: folders resolved (no `torch/lib/../..`), relative to the site
+    folder when inside one. The loader's spelling depends on which root mapped it first."""
+    key = env.keys(path)
     for site in env.target.site_packages:
-        prefix = os.path.join(site, "")
-        if path.startswith(prefix):
-            return path[len(prefix) :]
-    return path
+        for folder in (site, os.path.realpath(site)):
+            prefix = os.path.join(folder, "")
+            if key.startswith(prefix):
+                return key[len(prefix) :]
+    return key
 
 
 def _module(env: Environment, root: str) -> str:

@@ -57,8 +57,9 @@ def _entries(func: ast.FunctionDef) -> list[PreloadEntry]:
             for item in value.elts:
                 if not isinstance(item, ast.Tuple) or len(item.elts) != 2:
                     raise _Shape("cuda_libs holds something other than pairs")
-                # The ordinary path (global deps loaded) calls with required=False.
-                entries.append(PreloadEntry(_string(item.elts[0]), _string(item.elts[1]), False))
+                # `required` is what the except path of _load_global_deps asks (the default,
+                # True); the ordinary path calls with required=False and ignores it.
+                entries.append(PreloadEntry(_string(item.elts[0]), _string(item.elts[1]), True))
     for node in ast.walk(func):
         call = node if isinstance(node, ast.Call) else None
         if call and isinstance(call.func, ast.Name) and call.func.id == "_preload_cuda_lib":

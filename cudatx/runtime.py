@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cudatx.catalog import Catalog, LoadList
+from cudatx.catalog import Catalog, LoadList, PreloadEntry
 from cudatx.fsview import FileView
 from cudatx.loader import Loaded, LoadResult, Process
 from cudatx.models import ElfInfo, Evidence, Resolution, Status
@@ -38,6 +38,7 @@ class PackageContext:
     init_py: str  # who asks for the preloads
     first: str | None  # path of the library loaded first (libtorch_global_deps.so)
     preloads: tuple[tuple[str, str | None], ...]  # (glob, the file it found or None)
+    entries: tuple[PreloadEntry, ...]  # the list the globs came from, in the same order
     origin: str  # where the preload list came from
     module: str | None  # path of the package's extension loaded after the preloads
 
@@ -69,6 +70,17 @@ def locate_preloads(
     return tuple(out)
 
 
+def _unfound(pattern: str, context: PackageContext, root: str) -> Resolution:
+    return Resolution(
+        name=pattern,
+        needed_by=context.init_py,
+        root=root,
+        status=Status.NOT_FOUND,
+        evidence=Evidence.PRELOAD,
+        detail=f"no sys.path entry holds a file matching {pattern}",
+    )
+
+
 def _stem(name: str) -> str:
     return name.split(".so", 1)[0]
 
@@ -98,8 +110,9 @@ class RootLoader:
         caller = process.find(self.caller) or process.main
         resolutions: list[Resolution] = []
         context = next((c for d, c in self.contexts.items() if root.startswith(d)), None)
+        fatal = False
         if context is not None:
-            process = self._package(process, caller, root, context, resolutions)
+            process, fatal = self._package(process, caller, root, context, resolutions)
             caller = process.find(self.caller) or process.main
             if context.module and context.module != root:
                 resolutions += process.dlopen(context.module, caller, root=root).resolutions
@@ -107,7 +120,7 @@ class RootLoader:
         resolutions += result.resolutions
         self._run_time(process, start, root, resolutions)
         loaded = tuple(obj.path for obj in process.objects[start:])
-        import_ok = all(
+        import_ok = not fatal and all(
             r.status in (Status.RESOLVED, Status.SYSTEM)
             for r in resolutions
             if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
@@ -121,46 +134,68 @@ class RootLoader:
         root: str,
         context: PackageContext,
         out: list[Resolution],
-    ) -> Process:
+    ) -> tuple[Process, bool]:
+        """torch's _load_global_deps; returns the process and whether the import fails.
+
+        On the ordinary path (libtorch_global_deps.so loads) the preloads are best effort:
+        the first one that fails raises OSError, which torch swallows, ending the list. If
+        the first load fails, torch preloads with required=True outside any try and loads it
+        again: then a missing or failing preload makes `import torch` fail.
+        """
         first_ok = True
         if context.first is not None:
-            trial = process.fork()
-            first = trial.dlopen(
-                context.first,
-                trial.find(caller.path) or trial.main,
-                root=root,
-                evidence=Evidence.PRELOAD,
-                needed_by=context.init_py,
-            )
-            first_ok = first.ok
+            trial, done, first_ok = self._by_hand(process, context.first, caller, root, context)
             if first_ok:
-                # torch catches the OSError of a failed first load, preloads, and retries:
-                # the failed attempt leaves nothing mapped (glibc unloads it).
                 process = trial
-                out += first.resolutions
+                out += done
         when = context.load_list.when_loaded
         mapped = any(os.path.basename(o.path).startswith(when or "") for o in process.objects)
-        if not first_ok or (when is None or mapped):
-            caller = process.find(caller.path) or process.main
-            for _glob, found in context.preloads:
+        fatal = False
+        if not first_ok or when is None or mapped:
+            for (pattern, found), entry in zip(context.preloads, context.entries, strict=True):
                 if found is None:
-                    continue  # torch skips what it cannot find (required=False)
-                out += process.dlopen(
-                    found,
-                    caller,
-                    root=root,
-                    evidence=Evidence.PRELOAD,
-                    needed_by=context.init_py,
-                ).resolutions
-            if not first_ok and context.first is not None:
-                out += process.dlopen(
-                    context.first,
-                    caller,
-                    root=root,
-                    evidence=Evidence.PRELOAD,
-                    needed_by=context.init_py,
-                ).resolutions
-        return process
+                    if not first_ok and entry.required:
+                        fatal = True  # _preload_cuda_lib raises ValueError
+                        out.append(_unfound(pattern, context, root))
+                        break
+                    continue
+                process, done, ok = self._by_hand(process, found, caller, root, context)
+                out += done
+                if not ok:
+                    fatal = not first_ok
+                    break
+            if not first_ok and not fatal and context.first is not None:
+                process, done, ok = self._by_hand(process, context.first, caller, root, context)
+                out += done
+                fatal = not ok
+        return process, fatal
+
+    def _by_hand(
+        self, process: Process, path: str, caller: Loaded, root: str, context: PackageContext
+    ) -> tuple[Process, list[Resolution], bool]:
+        """ctypes.CDLL(path) from the package's __init__.py, on a fork of the process.
+
+        A failed dlopen maps nothing (glibc unloads what it mapped): the process stays as
+        it was and the load is one PRELOAD resolution carrying the error, as OSError does.
+        """
+        trial = process.fork()
+        done = trial.dlopen(
+            path,
+            trial.find(caller.path) or trial.main,
+            root=root,
+            evidence=Evidence.PRELOAD,
+            needed_by=context.init_py,
+        )
+        if done.ok:
+            return trial, list(done.resolutions), True
+        failed = next(r for r in done.resolutions if r.status in (Status.NOT_FOUND, Status.ERROR))
+        head = done.resolutions[0]
+        if failed is not head:
+            cause = f"{failed.name} {failed.status.value}, needed by {failed.needed_by}"
+            head = head.model_copy(
+                update={"status": Status.ERROR, "detail": f"cannot load: {cause}"}
+            )
+        return process, [head], False
 
     def _run_time(self, process: Process, start: int, root: str, out: list[Resolution]) -> None:
         """Known dlopens and .rodata names of every object this root mapped."""

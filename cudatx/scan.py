@@ -236,6 +236,7 @@ def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[Packa
                 init_py=os.path.join(package_dir, "__init__.py"),
                 first=first if first and os.path.exists(first) else None,
                 preloads=located,
+                entries=preloads.entries,
                 origin=preloads.origin,
                 module=module,
             )

@@ -59,11 +59,12 @@ xpu: Optional[str] = None
 """
 
 
-# torch 2.14's loader code, in the shape cudatx.preload reads (only this demo's three
-# libraries in the list). It does not import torch._C, so that `import torch` alone shows
-# what the preload maps.
-_TORCH_INIT_PY = """\
-# cudatx demo stand-in for torch 2.8.0+cu128 (not PyTorch), with torch 2.14's loader code.
+# torch 2.14's loader code (torch/__init__.py, _load_global_deps and what it calls), in the
+# shape cudatx.preload reads; {cuda_libs} is the list and {header} a first comment line. It
+# does not import torch._C, so that `import torch` alone shows what the preload maps. The
+# tests use it too, with lists of their own.
+TORCH_INIT_TEMPLATE = """\
+# {header}
 from __future__ import annotations
 
 import ctypes
@@ -102,11 +103,7 @@ def _preload_cuda_lib(lib_folder: str, lib_name: str, required: bool = True) -> 
 
 
 def _preload_cuda_deps(err: OSError | None = None, required: bool = True) -> None:
-    cuda_libs: list[tuple[str, str]] = [
-        ("cublas", "libcublasLt.so.*[0-9]"),
-        ("cublas", "libcublas.so.*[0-9]"),
-        ("cudnn", "libcudnn.so.*[0-9]"),
-    ]
+{cuda_libs}
     if err is not None and not [
         lib for _, lib in cuda_libs if lib.split(".", 1)[0] in err.args[0]
     ]:
@@ -139,6 +136,22 @@ def _load_global_deps() -> None:
 _load_global_deps()
 del _load_global_deps
 """
+
+
+def torch_init_py(cuda_libs: str, header: str) -> str:
+    """TORCH_INIT_TEMPLATE with its list (an indented `cuda_libs = ...` block) filled in."""
+    return TORCH_INIT_TEMPLATE.replace("{cuda_libs}", cuda_libs).replace("{header}", header)
+
+
+_TORCH_INIT_PY = torch_init_py(
+    """\
+    cuda_libs: list[tuple[str, str]] = [
+        ("cublas", "libcublasLt.so.*[0-9]"),
+        ("cublas", "libcublas.so.*[0-9]"),
+        ("cudnn", "libcudnn.so.*[0-9]"),
+    ]""",
+    "cudatx demo stand-in for torch 2.8.0+cu128 (not PyTorch), with torch 2.14's loader code.",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,389 @@
+"""`cudatx doctor` on real broken environments, as a user runs it.
+
+The story of design.md section 1: a fake CUDA 13 torch with nvidia-cudnn-cu13 (healthy, a
+venv of its own); in a second venv the same, then `uv pip install --no-deps
+nvidia-cudnn-cu12`, whose wheel installs the same paths with other bytes (mixed); then `uv pip
+uninstall nvidia-cudnn-cu12`, which deletes those paths and leaves nvidia-cudnn-cu13 installed
+but hollow (removed); then the fix doctor prints, run as printed (fixed). Each state's doctor
+output (text and --json, `python -m cudatx doctor` in a subprocess) is taken when the state is
+reached; the real loader says whether `import torch._C` works there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from zipfile import ZipFile
+
+import pytest
+
+from cudatx.catalog import load_catalog
+from tests.support import (
+    build_wheel,
+    compile_extension,
+    compile_lib,
+    ext_suffix,
+    make_venv,
+    observe_import,
+    site_packages,
+    uv_install,
+    uv_uninstall,
+    venv_python,
+)
+from tests.support.venvs import uv_run
+
+CUDNN_DIR = "nvidia/cudnn/lib"
+CUDNN = f"{CUDNN_DIR}/libcudnn.so.9"
+CU12 = "nvidia-cudnn-cu12"
+CU13 = "nvidia-cudnn-cu13"
+CU12_VERSION = "9.10.2.21"
+CU13_VERSION = "9.24.0.43"
+
+TORCH_VERSION = b"""\
+from typing import Optional
+
+__version__ = '2.14.1+cu130'
+debug = False
+cuda: Optional[str] = '13.0'
+hip: Optional[str] = None
+"""
+
+
+def _cudnn_source(file_name: str, build: str) -> str:
+    # Different bytes (and size) per build: the two wheels' files must differ.
+    symbol = "cudatx_" + file_name.replace(".", "_")
+    return (
+        f'const char cudnn_build[] = "{file_name} fixture, {build}";\n'
+        f"int {symbol}(void) {{ return (int)sizeof(cudnn_build); }}\n"
+    )
+
+
+@dataclass(frozen=True)
+class Wheels:
+    folder: Path
+    cudnn12: Path
+    cudnn13: Path
+    others: tuple[Path, ...]  # torch and the CUDA 13 libraries cuDNN's sub-libraries load
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
+    root = tmp_path_factory.mktemp("doctor")
+    out = root / "wheels"
+    # libcudnn.so.9 and the sub-libraries it dlopens (cudatx/data/runtime.json), as both
+    # cuDNN wheels ship them: the same paths.
+    loads, _ = load_catalog().known_loads("libcudnn.so.9", None)
+    cudnn: dict[str, dict[str, bytes | Path]] = {}
+    for tag, build in (("cu12", "built for CUDA 12"), ("cu13", "built for CUDA 13.0")):
+        files: dict[str, bytes | Path] = {}  # build_wheel's type
+        for name in ["libcudnn.so.9", *loads]:
+            files[f"{CUDNN_DIR}/{name}"] = compile_lib(
+                root / tag / name,
+                soname=name,
+                runpath="$ORIGIN",
+                source=_cudnn_source(name, build),
+            )
+        cudnn[tag] = files
+    cudnn12_lib, cudnn13_lib = (root / tag / "libcudnn.so.9" for tag in ("cu12", "cu13"))
+    assert cudnn12_lib.read_bytes() != cudnn13_lib.read_bytes()
+    # CUDA 13 toolkit wheels: no -cu13 suffix, one shared folder.
+    cublaslt = compile_lib(root / "cu13lib/libcublasLt.so.13", soname="libcublasLt.so.13")
+    nvrtc = compile_lib(root / "cu13lib/libnvrtc.so.13", soname="libnvrtc.so.13")
+    c_ext = compile_extension(
+        root / "torch",
+        "_C",
+        needed=[cudnn13_lib, cublaslt, nvrtc],
+        rpath="$ORIGIN/../nvidia/cudnn/lib:$ORIGIN/../nvidia/cu13/lib",
+    )
+    torch = build_wheel(
+        out,
+        "torch",
+        "2.14.1",
+        {
+            "torch/__init__.py": b"",
+            "torch/version.py": TORCH_VERSION,
+            f"torch/_C{ext_suffix()}": c_ext,
+        },
+        requires=[
+            f'nvidia-cudnn-cu13=={CU13_VERSION}; platform_system == "Linux"',
+            'nvidia-cublas==13.1.0.3; platform_system == "Linux"',
+            'nvidia-cuda-nvrtc==13.0.88; platform_system == "Linux"',
+        ],
+    )
+    return Wheels(
+        folder=out,
+        cudnn12=build_wheel(out, CU12, CU12_VERSION, cudnn["cu12"]),
+        cudnn13=build_wheel(out, CU13, CU13_VERSION, cudnn["cu13"]),
+        others=(
+            torch,
+            build_wheel(
+                out, "nvidia-cublas", "13.1.0.3", {"nvidia/cu13/lib/libcublasLt.so.13": cublaslt}
+            ),
+            build_wheel(
+                out, "nvidia-cuda-nvrtc", "13.0.88", {"nvidia/cu13/lib/libnvrtc.so.13": nvrtc}
+            ),
+        ),
+    )
+
+
+def cudatx(*args: str | os.PathLike[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH"}
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "cudatx", *(os.fspath(a) for a in args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class State:
+    """One state of the venv, with what doctor said and whether `import torch._C` worked."""
+
+    venv: Path
+    site: Path
+    text: subprocess.CompletedProcess[str]
+    json: subprocess.CompletedProcess[str]
+    imports: bool
+    import_error: str | None
+    cudnn_on_disk: bool
+
+    @property
+    def report(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.json.stdout)
+        return data
+
+    def problems(self, code: str) -> list[dict[str, Any]]:
+        return [p for p in self.report["problems"] if p["code"] == code]
+
+
+def _state(venv: Path, work: Path) -> State:
+    seen = observe_import(venv_python(venv), "torch._C")
+    return State(
+        venv=venv,
+        site=site_packages(venv),
+        text=cudatx("doctor", "--python", venv, cwd=work),
+        json=cudatx("doctor", "--python", venv, "--json", cwd=work),
+        imports=seen.ok,
+        import_error=seen.error,
+        cudnn_on_disk=os.path.exists(site_packages(venv) / CUDNN),
+    )
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("work")
+
+
+@pytest.fixture(scope="module")
+def healthy(wheels: Wheels, work: Path, tmp_path_factory: pytest.TempPathFactory) -> State:
+    venv = make_venv(tmp_path_factory.mktemp("healthy") / "venv")
+    uv_install(venv, [wheels.cudnn13, *wheels.others])
+    return _state(venv, work)
+
+
+@pytest.fixture(scope="module")
+def mixed(wheels: Wheels, work: Path, tmp_path_factory: pytest.TempPathFactory) -> State:
+    venv = make_venv(tmp_path_factory.mktemp("story") / "venv")
+    uv_install(venv, [wheels.cudnn13, *wheels.others])
+    uv_install(venv, [wheels.cudnn12])  # `uv pip install --no-deps`: overwrites cu13's files
+    return _state(venv, work)
+
+
+@pytest.fixture(scope="module")
+def removed(mixed: State, work: Path) -> State:
+    uv_uninstall(mixed.venv, [CU12])  # the same venv, one step further
+    return _state(mixed.venv, work)
+
+
+@pytest.fixture(scope="module")
+def fixed(removed: State, wheels: Wheels, work: Path) -> tuple[list[str], State]:
+    """Run the fix doctor printed for the hollow cu13, as printed, offline."""
+    (hollow,) = [p for p in removed.problems("hollow") if p["distributions"] == [CU13]]
+    argv = shlex.split(hollow["fix"])
+    assert argv[:3] == ["uv", "pip", "install"], argv  # checked in full by the tests
+    # Only additions: no network and no user cache here; the spec printed is kept as is.
+    offline = ["--offline", "--no-index", "--find-links", os.fspath(wheels.folder)]
+    uv_run([*argv[1:], *offline, "--link-mode", "copy"])
+    return argv, _state(removed.venv, work)
+
+
+# -- healthy ----------------------------------------------------------------------------------
+
+
+def _last_line(done: subprocess.CompletedProcess[str]) -> str:
+    return done.stdout.rstrip("\n").splitlines()[-1]
+
+
+def test_healthy_env_has_no_problems(healthy: State) -> None:
+    assert healthy.imports, healthy.import_error
+    assert healthy.text.returncode == 0, healthy.text.stdout + healthy.text.stderr
+    assert _last_line(healthy.text) == "no problems"
+    assert healthy.json.returncode == 0
+    report = healthy.report
+    assert report["errors"] == 0 and report["warnings"] == 0 and report["problems"] == []
+    assert report["torch_cuda"] == "13.0"
+
+
+def test_output_ends_with_one_newline(healthy: State) -> None:
+    assert healthy.text.stdout.endswith("no problems\n")
+    assert not healthy.text.stdout.endswith("\n\n")
+    assert healthy.json.stdout.endswith("}\n")
+
+
+# -- mixed: cu12 installed over cu13 ----------------------------------------------------------
+
+
+def test_mixed_exits_1(mixed: State) -> None:
+    assert mixed.text.returncode == 1, mixed.text.stderr
+    assert mixed.json.returncode == 1, mixed.json.stderr
+    # the real import works: glibc takes whatever bytes are there
+    assert mixed.imports, mixed.import_error
+
+
+def _fix(problem: dict[str, Any]) -> list[str]:
+    fix = problem["fix"]
+    assert isinstance(fix, str), problem
+    return shlex.split(fix)
+
+
+def _reinstalls_cu13(argv: list[str], venv: Path) -> None:
+    """`uv pip install --python VENV --reinstall-package nvidia-cudnn-cu13 --no-deps SPEC`,
+    SPEC naming the wheel uv installed it from (its direct_url.json)."""
+    assert argv[:3] == ["uv", "pip", "install"], argv
+    assert argv[argv.index("--python") + 1] == os.fspath(venv)
+    assert argv[argv.index("--reinstall-package") + 1] == CU13
+    assert "--no-deps" in argv
+    assert argv[-1].startswith(f"{CU13} @ file://"), argv
+    assert argv[-1].endswith(f"/nvidia_cudnn_cu13-{CU13_VERSION}-py3-none-any.whl")
+
+
+def test_mixed_warns_co_owned_with_the_effective_owner(mixed: State) -> None:
+    (co_owned,) = mixed.problems("co-owned")
+    assert co_owned["severity"] == "warning"
+    assert sorted(co_owned["distributions"]) == [CU12, CU13]
+    assert f"{CU12} {CU12_VERSION}" in co_owned["what"]
+    assert f"{CU13} {CU13_VERSION}" in co_owned["what"]
+    assert co_owned["what"].startswith("8 paths in nvidia/cudnn/lib are listed by ")
+    assert co_owned["why"].startswith(f"the bytes on disk are {CU12}'s;")
+    site = os.path.realpath(mixed.site)
+    assert os.path.join(site, CUDNN) in co_owned["paths"]
+    assert "warning: " + co_owned["what"] in mixed.text.stdout.splitlines()
+    # torch is a CUDA 13 build: keep cu13, i.e. uninstall cu12, then put cu13's bytes back
+    uninstall, reinstall = co_owned["fix"].split(" && ")
+    assert shlex.split(uninstall) == ["uv", "pip", "uninstall", "--python", str(mixed.venv), CU12]
+    _reinstalls_cu13(shlex.split(reinstall), mixed.venv)
+
+
+def test_mixed_major_error_names_the_build_and_the_fix(mixed: State) -> None:
+    (error,) = mixed.problems("mixed-cuda-major")  # cuDNN's eight files: one problem
+    assert error["severity"] == "error"
+    assert error["what"] == "torch (CUDA 13.0) resolves libcudnn.so.9 and 7 more to a CUDA 12 build"
+    assert CUDNN in error["paths"] and len(error["paths"]) == 8
+    assert f"(owned by {CU12})" in error["why"]
+    assert sorted(error["distributions"]) == [CU12, CU13]
+    _reinstalls_cu13(_fix(error), mixed.venv)
+    assert "error: " + error["what"] in mixed.text.stdout.splitlines()
+    assert "  fix: " + error["fix"] in mixed.text.stdout.splitlines()
+
+
+def test_mixed_cu12_sub_libraries_miss_their_cuda_12_loads(mixed: State) -> None:
+    # cu12's cuDNN now dlopens libcublasLt.so.12 and libnvrtc.so.12, which only CUDA 13
+    # builds provide here: warnings, not errors (the import itself works).
+    warned = {
+        (p["what"].split(" loads at run time ")[1].split(",")[0])
+        for p in mixed.problems("dlopen-unresolved")
+    }
+    assert warned == {"libcublasLt.so.12", "libnvrtc.so.12"}
+
+
+# -- removed: cu12 uninstalled, cu13 left hollow ----------------------------------------------
+
+
+def test_removed_exits_1_and_the_real_import_fails(removed: State) -> None:
+    assert removed.text.returncode == 1
+    assert removed.json.returncode == 1
+    assert not removed.imports
+    assert "libcudnn.so.9" in (removed.import_error or "")
+    assert not removed.cudnn_on_disk
+
+
+def test_removed_root_unloadable_names_the_hollow_owner(removed: State) -> None:
+    (error,) = removed.problems("root-unloadable")
+    assert error["severity"] == "error"
+    assert error["what"] == f"importing torch/_C{ext_suffix()} would fail: libcudnn.so.9 not found"
+    assert f"{CU13} {CU13_VERSION} is still installed but hollow" in error["why"]
+    assert error["distributions"] == [CU13]
+    _reinstalls_cu13(_fix(error), removed.venv)
+
+
+def test_removed_hollow_error_with_the_reinstall_command(removed: State) -> None:
+    (hollow,) = removed.problems("hollow")
+    assert hollow["severity"] == "error"  # torch requires it, and torch/_C needs its file
+    assert hollow["distributions"] == [CU13]
+    assert hollow["what"] == (
+        f"{CU13} {CU13_VERSION} is installed but hollow: 8 of its 14 files are missing"
+    )
+    assert "torch" in hollow["why"]
+    _reinstalls_cu13(_fix(hollow), removed.venv)
+    assert "  fix: " + hollow["fix"] in removed.text.stdout.splitlines()
+
+
+def test_removed_fix_is_the_second_half_of_the_co_owned_fix(mixed: State, removed: State) -> None:
+    (co_owned,) = mixed.problems("co-owned")
+    (hollow,) = removed.problems("hollow")
+    assert co_owned["fix"].endswith(" && " + hollow["fix"])
+
+
+def test_fix_as_printed_restores_the_env(fixed: tuple[list[str], State], wheels: Wheels) -> None:
+    argv, after = fixed
+    _reinstalls_cu13(argv, after.venv)
+    assert after.text.returncode == 0, after.text.stdout
+    assert _last_line(after.text) == "no problems"
+    assert after.json.returncode == 0 and after.report["problems"] == []
+    assert after.imports, after.import_error
+    with ZipFile(wheels.cudnn13) as wheel:
+        assert (after.site / CUDNN).read_bytes() == wheel.read(CUDNN)
+
+
+# -- --json and bad input -----------------------------------------------------------------------
+
+
+def test_json_is_the_whole_stdout_and_counts_match(
+    healthy: State, mixed: State, removed: State
+) -> None:
+    for state in (healthy, mixed, removed):
+        report = json.loads(state.json.stdout)  # nothing else on stdout
+        assert state.json.stdout.lstrip().startswith("{")
+        assert report["schema_version"] == 1
+        severities = [p["severity"] for p in report["problems"]]
+        assert report["errors"] == severities.count("error")
+        assert report["warnings"] == severities.count("warning")
+        assert set(severities) <= {"error", "warning"}
+        assert report["prefix"] == os.fspath(state.venv)
+        assert state.json.stderr.startswith("Using Python ")
+        # text and JSON tell the same problems
+        for problem in report["problems"]:
+            assert f"{problem['severity']}: {problem['what']}" in state.text.stdout
+
+
+def test_python_at_nothing_exits_3(work: Path) -> None:
+    for flags in ((), ("--json",)):
+        done = cudatx("doctor", "--python", work / "no-such-venv", *flags, cwd=work)
+        assert done.returncode == 3
+        assert done.stdout == ""
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("cudatx: error:"), done.stderr
