@@ -125,6 +125,65 @@ def graph(
 
 
 @cli.command()
+@click.argument("specs", nargs=-1, metavar="SPEC...")
+@click.option(
+    "-r",
+    "--requirement",
+    "requirement_files",
+    metavar="FILE",
+    multiple=True,
+    help="Remove the distributions named in a requirements file.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Only say what would happen (required for now: applying comes with transactions).",
+)
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="After the removal, reinstall (--no-deps, same version) the distributions that "
+    "listed the deleted shared paths too.",
+)
+@click.option(
+    "--no-requirements-check",
+    is_flag=True,
+    help="Leave unmet Requires-Dist out of the verdict.",
+)
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
+def remove(
+    specs: tuple[str, ...],
+    requirement_files: tuple[str, ...],
+    dry_run: bool,
+    repair: bool,
+    no_requirements_check: bool,
+    python: str | None,
+    ld_library_path: str | None,
+    as_json: bool,
+) -> None:
+    """Plan removing distributions: SPEC is a name, a glob over names ('nvidia-*-cu13'), or
+    cuda:N (every distribution whose libraries are CUDA N builds). Exit 0 when safe, 1 when
+    something that loads now would stop loading."""
+    from cudatx.errors import UsageError
+    from cudatx.plan import plan_removal
+    from cudatx.render import plan as render
+    from cudatx.selection import select
+
+    if not dry_run:
+        raise UsageError("applying a removal is not available yet; add --dry-run to plan it")
+    env = _scan(python, ld_library_path)
+    chosen = select(env, specs, requirement_files)
+    plan = plan_removal(env, chosen, repair=repair, check_requirements=not no_requirements_check)
+    if as_json:
+        click.echo(render.to_json(plan))
+    else:
+        click.echo(render.to_text(plan, specs, env.target.site_packages), nl=False)
+    if not plan.safe:
+        raise SystemExit(int(ExitCode.FINDINGS))
+
+
+@cli.command()
 @click.option(
     "--keep",
     metavar="DIR",

@@ -31,6 +31,12 @@ class CudatxError(Exception):
         self.path = path
 
 
+class UsageError(CudatxError):
+    """The command line asks for something that cannot be (a bad SPEC, a bad -r line)."""
+
+    exit_code = ExitCode.USAGE
+
+
 class EnvironmentNotFound(CudatxError):
     exit_code = ExitCode.NO_ENVIRONMENT
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -79,3 +80,25 @@ class FileView:
             seen = Seen.DENIED if exc.reason == "permission denied" else Seen.BAD
             return Probe(seen, reason=exc.reason, file_id=file_id)
         return Probe(Seen.ELF, info=info, file_id=file_id)
+
+
+class OverlayView(FileView):
+    """The files as they would be after a change: `gone` paths (keys) are missing.
+
+    Shares the probes of the view it overlays, so a simulation parses no ELF twice.
+    """
+
+    def __init__(self, base: FileView, gone: frozenset[str], key: Callable[[str], str]) -> None:
+        super().__init__()
+        self._base = base
+        self._gone = gone
+        self._key = key
+
+    def probe(self, path: str) -> Probe:
+        return _MISSING if self._key(path) in self._gone else self._base.probe(path)
+
+    def strings(self, path: str) -> tuple[str, ...]:
+        return () if self._key(path) in self._gone else self._base.strings(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return [p for p in self._base.glob(pattern) if self._key(p) not in self._gone]

@@ -50,9 +50,13 @@ class PathKeys:
 class Environment:
     target: PythonTarget
     system: SystemLoader
+    executable: ElfInfo  # the interpreter binary, the process's main map
+    ld_library_path: str | None  # of the process that will load the libraries
+    cwd: str
     distributions: tuple[Distribution, ...]
     findings: tuple[Finding, ...]
     keys: PathKeys
+    view: FileView  # the files as the loader saw them (a simulation passes another)
     owners: dict[str, tuple[str, ...]]  # path key -> names of distributions listing it
     libraries: dict[str, tuple[str, ...]]  # file name -> paths of *.so* files in site folders
     roots: tuple[str, ...]
@@ -68,7 +72,9 @@ class Environment:
         return tuple(d for d in self.distributions if d.name in names)
 
 
-def _owners(distributions: tuple[Distribution, ...], keys: PathKeys) -> dict[str, tuple[str, ...]]:
+def owners_index(
+    distributions: tuple[Distribution, ...], keys: PathKeys
+) -> dict[str, tuple[str, ...]]:
     index: dict[str, list[str]] = defaultdict(list)
     for dist in distributions:
         for entry in dist.records:
@@ -158,30 +164,42 @@ def scan(
             probe = view.probe(path)
             if probe.seen is Seen.BAD:
                 findings.append(Finding(kind="not ELF", path=path, message=probe.reason or ""))
-    catalog = load_catalog()
-    process = Process(
-        system,
-        view,
-        executable,
-        ld_library_path=ld_library_path,
-        cwd=str(cwd or Path.cwd()),
-        is_driver=catalog.is_driver,
-    )
-    base = process.start()
     keys = PathKeys()
     env = Environment(
         target=target,
         system=system,
+        executable=executable,
+        ld_library_path=ld_library_path,
+        cwd=str(cwd or Path.cwd()),
         distributions=distributions,
         findings=tuple(findings),
         keys=keys,
-        owners=_owners(distributions, keys),
+        view=view,
+        owners=owners_index(distributions, keys),
         libraries={name: tuple(paths) for name, paths in libraries.items()},
         roots=tuple(roots),
-        base=base,
+        base=LoadResult(root=executable.path, ok=True, loaded=(), resolutions=()),
         loads=(),
         contexts=(),
     )
+    return load_roots(env, view)
+
+
+def load_roots(env: Environment, view: FileView) -> Environment:
+    """Replay the interpreter's start and every root on `view`.
+
+    The planner calls this again with a view in which a change has happened.
+    """
+    catalog = load_catalog()
+    process = Process(
+        env.system,
+        view,
+        env.executable,
+        ld_library_path=env.ld_library_path,
+        cwd=env.cwd,
+        is_driver=catalog.is_driver,
+    )
+    base = process.start()
     # facts derives from an Environment; imported here, where one exists, to avoid a cycle.
     from cudatx.facts import cuda_major_of_file
 
@@ -198,8 +216,8 @@ def scan(
         {os.path.join(c.package_dir, ""): c for c in contexts},
         major_of,
     )
-    loads = tuple(loader.load(root) for root in roots)
-    return dataclasses.replace(env, loads=loads, contexts=contexts)
+    loads = tuple(loader.load(root) for root in env.roots)
+    return dataclasses.replace(env, view=view, base=base, loads=loads, contexts=contexts)
 
 
 def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[PackageContext, ...]:
@@ -234,7 +252,7 @@ def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[Packa
                 load_list=load_list,
                 package_dir=package_dir,
                 init_py=os.path.join(package_dir, "__init__.py"),
-                first=first if first and os.path.exists(first) else None,
+                first=first if first and view.probe(first).seen is not Seen.MISSING else None,
                 preloads=located,
                 entries=preloads.entries,
                 origin=preloads.origin,

@@ -1,0 +1,365 @@
+"""The removal planner: what removing distributions would break, before anything is touched.
+
+A plan is a diff (design.md section 3). The environment is replayed twice on the same
+files: as it is, and through an overlay in which every path the removed distributions'
+RECORDs list is gone, co-owned paths included, because that is what uv and pip delete.
+Edges satisfied before and not after are broken; edges whose provider changes are rebound;
+Requires-Dist of what stays that stop being met are broken requirements. What was already
+broken before is reported apart and never makes a plan unsafe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections import defaultdict
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from cudatx.fsview import OverlayView
+from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
+from cudatx.scan import Environment, load_roots, owners_index
+
+SCHEMA_VERSION = 1
+_MET = (Status.RESOLVED, Status.SYSTEM)
+
+
+class NameVersion(Frozen):
+    name: str
+    version: str
+
+
+class Broken(Frozen):
+    soname: str
+    needed_by: str
+    needed_by_dist: str | None
+    evidence: Evidence
+    provider: str | None  # the file that met the need before
+    provider_owners: tuple[str, ...]
+    reason: str
+    roots: tuple[str, ...]
+
+
+class BrokenRoot(Frozen):
+    root: str
+    dist: str | None
+    first_missing: str
+
+
+class Rebound(Frozen):
+    soname: str
+    needed_by: str
+    needed_by_dist: str | None
+    evidence: Evidence
+    provider_before: str
+    provider_after: str
+    provider_after_owners: tuple[str, ...]
+    cuda_major_after: int | None
+
+
+class RequirementBroken(Frozen):
+    dist: str
+    requirement: str
+
+
+class Preexisting(Frozen):
+    kind: str  # "edge", "root" or "requirement"
+    what: str
+
+
+class Repair(Frozen):
+    reinstall: tuple[NameVersion, ...]
+    safe: bool
+
+
+class Plan(Frozen):
+    schema_version: int = SCHEMA_VERSION
+    prefix: str
+    safe: bool
+    remove: tuple[NameVersion, ...]
+    reinstall: tuple[NameVersion, ...]
+    broken: tuple[Broken, ...]
+    broken_roots: tuple[BrokenRoot, ...]
+    rebound: tuple[Rebound, ...]
+    requirements_broken: tuple[RequirementBroken, ...]
+    requirements_checked: bool
+    preexisting: tuple[Preexisting, ...]
+    repair: Repair | None  # a repair that would help, when the plan does not include it
+    notes: tuple[str, ...]
+
+
+def _nv(dist: Distribution) -> NameVersion:
+    return NameVersion(name=dist.name, version=dist.version)
+
+
+def _record_keys(env: Environment, dist: Distribution) -> set[str]:
+    keys = {env.keys(os.path.join(dist.site, e.path)) for e in dist.records}
+    keys.add(env.keys(dist.metadata_dir))
+    return keys
+
+
+def simulate(
+    env: Environment, removed: tuple[Distribution, ...], restored: tuple[Distribution, ...] = ()
+) -> Environment:
+    """The environment after uninstalling `removed`, then reinstalling `restored`."""
+    gone: set[str] = set()
+    for dist in removed:
+        gone |= _record_keys(env, dist)
+    for dist in restored:
+        gone -= _record_keys(env, dist)
+    names = {d.name for d in removed} - {d.name for d in restored}
+    remaining = tuple(d for d in env.distributions if d.name not in names)
+    after = dataclasses.replace(
+        env,
+        distributions=remaining,
+        owners=owners_index(remaining, env.keys),
+        roots=tuple(r for r in env.roots if env.keys(r) not in gone),
+    )
+    return load_roots(after, OverlayView(env.view, frozenset(gone), env.keys))
+
+
+def _edges(env: Environment) -> dict[tuple[str, str, str, Evidence], Resolution]:
+    """Every need of every root, keyed the same way before and after a change."""
+    out: dict[tuple[str, str, str, Evidence], Resolution] = {}
+    for load in env.loads:
+        for r in load.resolutions:
+            name = env.keys(r.name) if "/" in r.name else r.name
+            out.setdefault((env.keys(load.root), env.keys(r.needed_by), name, r.evidence), r)
+    return out
+
+
+def _stem(name: str) -> str:
+    return os.path.basename(name).split(".so", 1)[0]
+
+
+def _owner_names(env: Environment, path: str | None) -> tuple[str, ...]:
+    return tuple(d.name for d in env.owners_of(path)) if path else ()
+
+
+def _dist_of(env: Environment, path: str) -> str | None:
+    owners = _owner_names(env, path)
+    return owners[0] if owners else None
+
+
+def _reason(env: Environment, before: Resolution, after: Resolution, removed: set[str]) -> str:
+    owners = _owner_names(env, before.path)
+    deleting = [o for o in owners if o in removed]
+    staying = [o for o in owners if o not in removed]
+    if deleting and staying:
+        stay = ", ".join(staying)
+        return (
+            f"deleted with {', '.join(deleting)}; {stay}'s RECORD lists the same path "
+            f"(shared path), so {stay} would be left hollow"
+        )
+    if deleting:
+        return f"deleted with {', '.join(deleting)}"
+    return f"no longer found: {after.detail or after.status.value}"
+
+
+def _requirements(env: Environment, removed: set[str]) -> tuple[list[RequirementBroken], list[str]]:
+    broken: list[RequirementBroken] = []
+    before: list[str] = []
+    installed = {d.name for d in env.distributions}
+    markers = {**env.target.markers, "extra": ""}
+    for dist in env.distributions:
+        if dist.name in removed:
+            continue
+        for text in dist.requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None and not req.marker.evaluate(markers):
+                continue
+            name = canonicalize_name(req.name)
+            if name not in installed:
+                before.append(f"{dist.name} requires {text}, which is not installed")
+            elif name in removed:
+                broken.append(RequirementBroken(dist=dist.name, requirement=text))
+    return broken, before
+
+
+def _diff(
+    env: Environment,
+    after: Environment,
+    removing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    check_requirements: bool,
+) -> Plan:
+    from cudatx.facts import cuda_major_of_file
+
+    removed = {d.name for d in removing} - {d.name for d in reinstalling}
+    old, new = _edges(env), _edges(after)
+    broken: dict[tuple[str, str, Evidence], tuple[Broken, list[str]]] = {}
+    rebound: dict[tuple[str, str, Evidence], Rebound] = {}
+    preexisting: dict[str, Preexisting] = {}
+    for key, b in old.items():
+        root, needer, name, evidence = key
+        a = new.get(key)
+        if b.status not in _MET:
+            what = f"{b.name} {b.status.value} for {needer}"
+            preexisting.setdefault(what, Preexisting(kind="edge", what=what))
+            continue
+        if a is None:
+            continue  # its needer is gone, or not loaded since something above it broke
+        group = (needer, name, evidence)
+        if a.status not in _MET:
+            if group not in broken:
+                broken[group] = (
+                    Broken(
+                        soname=os.path.basename(b.name),
+                        needed_by=b.needed_by,
+                        needed_by_dist=_dist_of(env, b.needed_by),
+                        evidence=evidence,
+                        provider=b.path,
+                        provider_owners=_owner_names(env, b.path),
+                        reason=_reason(env, b, a, removed),
+                        roots=(),
+                    ),
+                    [],
+                )
+            broken[group][1].append(root)
+        elif a.path and b.path and env.keys(a.path) != env.keys(b.path) and group not in rebound:
+            info = after.view.probe(a.path).info
+            major = cuda_major_of_file(after, a.path, info)
+            rebound[group] = Rebound(
+                soname=os.path.basename(b.name),
+                needed_by=b.needed_by,
+                needed_by_dist=_dist_of(env, b.needed_by),
+                evidence=evidence,
+                provider_before=b.path,
+                provider_after=a.path,
+                provider_after_owners=_owner_names(after, a.path),
+                cuda_major_after=major.major if major else None,
+            )
+    # A need that did not exist before and fails now is broken, unless the same object
+    # already failed the same library of another version (libnvrtc.so.13 before, .12 after:
+    # a rebuilt cuDNN asks for its own CUDA major; nothing was lost).
+    failing_stems = {
+        (k[0], k[1], _stem(k[2]), k[3]) for k, r in old.items() if r.status not in _MET
+    }
+    for key, a in new.items():
+        if key not in old and a.status not in _MET:
+            root, needer, name, evidence = key
+            if (root, needer, _stem(name), evidence) in failing_stems:
+                continue
+            group = (needer, name, evidence)
+            entry = broken.setdefault(
+                group,
+                (
+                    Broken(
+                        soname=os.path.basename(a.name),
+                        needed_by=a.needed_by,
+                        needed_by_dist=_dist_of(after, a.needed_by),
+                        evidence=evidence,
+                        provider=None,
+                        provider_owners=(),
+                        reason=f"a new need after rebinding: {a.detail or a.status.value}",
+                        roots=(),
+                    ),
+                    [],
+                ),
+            )
+            entry[1].append(root)
+    roots_before = {env.keys(ld.root): ld for ld in env.loads}
+    broken_roots = []
+    for load in after.loads:
+        was = roots_before.get(env.keys(load.root))
+        if was is None:
+            continue
+        if not was.ok:
+            what = f"import of {load.root} already fails"
+            preexisting.setdefault(what, Preexisting(kind="root", what=what))
+            continue
+        if not load.ok:
+            first = next(
+                (
+                    r
+                    for r in load.resolutions
+                    if r.status not in _MET and r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
+                ),
+                None,
+            )
+            broken_roots.append(
+                BrokenRoot(
+                    root=load.root,
+                    dist=_dist_of(env, load.root),
+                    first_missing=os.path.basename(first.name) if first else "a preload",
+                )
+            )
+    requirements, unmet_before = _requirements(env, removed)
+    for what in unmet_before:
+        preexisting.setdefault(what, Preexisting(kind="requirement", what=what))
+    if not check_requirements:
+        requirements = []
+    edges = tuple(
+        b.model_copy(update={"roots": tuple(sorted(set(roots)))}) for b, roots in broken.values()
+    )
+    safe = not edges and not broken_roots and not requirements
+    return Plan(
+        prefix=env.target.prefix,
+        safe=safe,
+        remove=tuple(_nv(d) for d in removing),
+        reinstall=tuple(_nv(d) for d in reinstalling),
+        broken=edges,
+        broken_roots=tuple(broken_roots),
+        rebound=tuple(rebound.values()),
+        requirements_broken=tuple(requirements),
+        requirements_checked=check_requirements,
+        preexisting=tuple(preexisting.values()),
+        repair=None,
+        notes=(),
+    )
+
+
+def _repairs(
+    env: Environment, plan: Plan, removing: tuple[Distribution, ...]
+) -> tuple[Distribution, ...]:
+    """Distributions that stay and list a path whose deletion breaks something."""
+    removed = {d.name for d in removing}
+    names: dict[str, None] = {}
+    for b in plan.broken:
+        for owner in b.provider_owners:
+            if owner not in removed:
+                names.setdefault(owner)
+    return tuple(d for d in env.distributions if d.name in names)
+
+
+def plan_removal(
+    env: Environment,
+    removing: tuple[Distribution, ...],
+    *,
+    repair: bool,
+    check_requirements: bool = True,
+) -> Plan:
+    plain = _diff(env, simulate(env, removing), removing, (), check_requirements)
+    fixes = _repairs(env, plain, removing)
+    if not fixes:
+        return plain
+    repaired = _diff(env, simulate(env, removing, fixes), removing, fixes, check_requirements)
+    note = _bytes_note(env, fixes, removing)
+    if repair:
+        return repaired.model_copy(update={"notes": repaired.notes + note})
+    return plain.model_copy(
+        update={"repair": Repair(reinstall=repaired.reinstall, safe=repaired.safe)}
+    )
+
+
+def _bytes_note(
+    env: Environment, fixes: tuple[Distribution, ...], removing: tuple[Distribution, ...]
+) -> tuple[str, ...]:
+    """Say so where a reinstall brings back bytes other than those on disk now."""
+    from cudatx.facts import co_owned
+
+    removing_names = {d.name for d in removing}
+    fix_names = {d.name for d in fixes}
+    others: dict[str, set[str]] = defaultdict(set)
+    for c in co_owned(env):
+        if c.effective_owner in removing_names and fix_names & {n for n, _ in c.owners}:
+            others[c.effective_owner].add(c.path)
+    return tuple(
+        f"{len(paths)} shared paths now hold {owner}'s bytes; the reinstall restores the "
+        "other owner's, which were simulated with the bytes on disk now"
+        for owner, paths in others.items()
+    )

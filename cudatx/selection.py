@@ -1,0 +1,76 @@
+"""Which distributions a SPEC names: a name, a glob over names, `cuda:N`, or `-r FILE`."""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from cudatx.errors import NotInEnvironment, UnreadableFile, UsageError
+from cudatx.models import Distribution
+from cudatx.scan import Environment
+
+_GLOB = set("*?[")
+
+
+def _cuda(env: Environment, spec: str) -> list[Distribution]:
+    from cudatx.facts import cuda_major_of_dist
+
+    text = spec.partition(":")[2]
+    if not text.isdigit():
+        raise UsageError(f"{spec}: expected cuda:N with N a CUDA major, e.g. cuda:12")
+    major = int(text)
+    out = []
+    for dist in env.distributions:
+        classified = cuda_major_of_dist(env, dist)
+        if classified is not None and classified.major == major:
+            out.append(dist)
+    return out
+
+
+def _one(env: Environment, spec: str) -> list[Distribution]:
+    if spec.lower().startswith("cuda:"):
+        return _cuda(env, spec)
+    if _GLOB & set(spec):
+        # Names compare canonical (PEP 503), so the pattern is lowered and its separators
+        # unified the same way; the glob characters themselves survive.
+        pattern = spec.lower().replace("_", "-").replace(".", "-")
+        return [d for d in env.distributions if fnmatch.fnmatchcase(d.name, pattern)]
+    name = canonicalize_name(spec)
+    return [d for d in env.distributions if d.name == name]
+
+
+def _requirements(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UnreadableFile(f"{path}: {exc.strerror or exc}", path=path) from None
+    names = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-")):
+            continue  # comments and pip options (-r, -c, --index-url, ...)
+        try:
+            names.append(Requirement(line).name)
+        except InvalidRequirement as exc:
+            raise UsageError(f"{path}:{number}: not a requirement: {exc}") from None
+    return names
+
+
+def select(
+    env: Environment, specs: tuple[str, ...], requirement_files: tuple[str, ...] = ()
+) -> tuple[Distribution, ...]:
+    """The distributions to act on, in installed order; a SPEC matching nothing is an error."""
+    wanted = list(specs) + [n for f in requirement_files for n in _requirements(f)]
+    if not wanted:
+        raise UsageError("nothing to remove: give at least one SPEC or -r FILE")
+    chosen: dict[str, Distribution] = {}
+    for spec in wanted:
+        matched = _one(env, spec)
+        if not matched:
+            raise NotInEnvironment(f"{spec} matches no installed distribution", path=spec)
+        for dist in matched:
+            chosen.setdefault(dist.name, dist)
+    return tuple(d for d in env.distributions if d.name in chosen)
