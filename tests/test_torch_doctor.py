@@ -11,13 +11,14 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support import uv_bin
-from tests.torch_env import torch_env
+from tests.torch_env import copy_env, download_wheels, torch_env
 
 pytestmark = pytest.mark.slow
 
@@ -54,33 +55,12 @@ def pristine() -> Path:
 
 @pytest.fixture(scope="module")
 def cudnn_cu12_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("cu12")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "-d",
-            str(folder),
-            "nvidia-cudnn-cu12",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wheels = sorted(folder.glob("nvidia_cudnn_cu12-*.whl"))
-    if done.returncode != 0 or not wheels:
-        pytest.skip(f"pip could not download nvidia-cudnn-cu12: {done.stderr.strip()[-200:]}")
-    return wheels[0]
+    return download_wheels(["nvidia-cudnn-cu12"], tmp_path_factory.mktemp("cu12"))[0]
 
 
 @pytest.fixture(scope="module")
-def trapped(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    copy = tmp_path_factory.mktemp("torch") / "env"
-    subprocess.run(["cp", "-a", "--reflink=auto", str(pristine), str(copy)], check=True)
+def trapped(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    copy = copy_env(pristine, tmp_path_factory.mktemp("torch"))
     yield copy
     shutil.rmtree(copy, ignore_errors=True)
 

@@ -39,3 +39,29 @@ def torch_env() -> Path:
         pytest.skip(f"pip could not install {TORCH}: {tail[0]}")
     done.write_text(TORCH + "\n")
     return path
+
+
+def download_wheels(names: list[str], folder: Path) -> list[Path]:
+    """Wheels from the package index, with pip (which knows this machine's indexes)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder), *names],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"pip could not download {' '.join(names)}: {done.stderr.strip()[-200:]}")
+    wheels = []
+    for name in names:
+        found = sorted(folder.glob(name.replace("-", "_") + "-*.whl"))
+        if not found:
+            pytest.skip(f"pip downloaded no wheel for {name}")
+        wheels.append(found[-1])
+    return wheels
+
+
+def copy_env(pristine: Path, into: Path) -> Path:
+    """A copy to change (5 GB: reflinked where the filesystem can)."""
+    copy = into / "env"
+    subprocess.run(["cp", "-a", "--reflink=auto", str(pristine), str(copy)], check=True)
+    return copy
