@@ -30,25 +30,9 @@ from tests.support import (
     uv_install,
     venv_python,
 )
+from tests.support.cli import cudatx
 
 LIB = "libcudatxclidep.so.1"
-
-
-def cudatx(*args: str | os.PathLike[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH"}
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "cudatx", *map(os.fspath, args)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, str]]:

@@ -15,7 +15,6 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from tests.support import (
     uv_uninstall,
     venv_python,
 )
+from tests.support.cli import cudatx
 from tests.support.venvs import uv_run
 
 CUDNN_DIR = "nvidia/cudnn/lib"
@@ -129,23 +129,6 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
                 out, "nvidia-cuda-nvrtc", "13.0.88", {"nvidia/cu13/lib/libnvrtc.so.13": nvrtc}
             ),
         ),
-    )
-
-
-def cudatx(*args: str | os.PathLike[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH"}
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "cudatx", *(os.fspath(a) for a in args)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
     )
 
 
