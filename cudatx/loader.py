@@ -105,6 +105,7 @@ class Process:
         self.cwd = cwd
         self.ld_library_path = ld_library_path
         self.objects: list[Loaded] = []
+        self._named: list[tuple[Loaded, str]] = []  # names given to objects mapped earlier
         # elf/dl-load.c compares cache entries with memcmp against each system folder
         # with its trailing slash.
         self._system_prefixes = tuple(d.rstrip("/") + "/" for d in system.default_dirs)
@@ -140,8 +141,20 @@ class Process:
                 obj.path, obj.info, obj.file_id, loader, set(obj.names), obj.origin, obj.evidence
             )
         twin.objects = list(copies.values())
+        twin._named = []
         twin.main = copies[id(self.main)]
         return twin
+
+    def mark(self) -> tuple[int, int]:
+        """A point `undo` can return to: a failed dlopen leaves nothing mapped in glibc."""
+        return len(self.objects), len(self._named)
+
+    def undo(self, mark: tuple[int, int]) -> None:
+        objects, named = mark
+        for obj, name in self._named[named:]:
+            obj.names.discard(name)
+        del self._named[named:]
+        del self.objects[objects:]
 
     def find(self, path: str) -> Loaded | None:
         return next((obj for obj in self.objects if obj.path == path), None)
@@ -278,7 +291,9 @@ class Process:
         if obj is not None:
             # elf/dl-load.c _dl_map_object_from_fd: "Look again to see if the real name
             # matched another already loaded" (same st_dev/st_ino): reused, name added.
-            obj.names.add(name)
+            if name not in obj.names:
+                obj.names.add(name)
+                self._named.append((obj, name))
             new = False
         else:
             obj = Loaded(

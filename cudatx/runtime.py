@@ -70,6 +70,35 @@ def locate_preloads(
     return tuple(out)
 
 
+def _attempt(
+    process: Process,
+    name: str,
+    caller: Loaded,
+    *,
+    root: str,
+    evidence: Evidence,
+    needed_by: str | None = None,
+) -> tuple[list[Resolution], bool]:
+    """One dlopen done by hand (ctypes, or a library at run time), all or nothing.
+
+    A failed dlopen maps nothing (glibc unloads what it mapped, dlerror names the first
+    failure): the process goes back to where it was, and the load becomes one resolution of
+    the same evidence carrying the error, so that a run-time load's own broken needs never
+    read as the import's.
+    """
+    mark = process.mark()
+    done = process.dlopen(name, caller, root=root, evidence=evidence, needed_by=needed_by)
+    if done.ok:
+        return list(done.resolutions), True
+    process.undo(mark)
+    failed = next(r for r in done.resolutions if r.status in (Status.NOT_FOUND, Status.ERROR))
+    head = done.resolutions[0]
+    if failed is not head:
+        cause = f"{failed.name} {failed.status.value}, needed by {failed.needed_by}"
+        head = head.model_copy(update={"status": Status.ERROR, "detail": f"cannot load: {cause}"})
+    return [head], False
+
+
 def _unfound(pattern: str, context: PackageContext, root: str) -> Resolution:
     return Resolution(
         name=pattern,
@@ -112,8 +141,7 @@ class RootLoader:
         context = next((c for d, c in self.contexts.items() if root.startswith(d)), None)
         fatal = False
         if context is not None:
-            process, fatal = self._package(process, caller, root, context, resolutions)
-            caller = process.find(self.caller) or process.main
+            fatal = self._package(process, caller, root, context, resolutions)
             if context.module and context.module != root:
                 resolutions += process.dlopen(context.module, caller, root=root).resolutions
         result = process.dlopen(root, caller, root=root)
@@ -134,8 +162,8 @@ class RootLoader:
         root: str,
         context: PackageContext,
         out: list[Resolution],
-    ) -> tuple[Process, bool]:
-        """torch's _load_global_deps; returns the process and whether the import fails.
+    ) -> bool:
+        """torch's _load_global_deps; returns whether it makes the import fail.
 
         On the ordinary path (libtorch_global_deps.so loads) the preloads are best effort:
         the first one that fails raises OSError, which torch swallows, ending the list. If
@@ -144,9 +172,8 @@ class RootLoader:
         """
         first_ok = True
         if context.first is not None:
-            trial, done, first_ok = self._by_hand(process, context.first, caller, root, context)
+            done, first_ok = self._by_hand(process, context.first, caller, root, context)
             if first_ok:
-                process = trial
                 out += done
         when = context.load_list.when_loaded
         mapped = any(os.path.basename(o.path).startswith(when or "") for o in process.objects)
@@ -159,43 +186,24 @@ class RootLoader:
                         out.append(_unfound(pattern, context, root))
                         break
                     continue
-                process, done, ok = self._by_hand(process, found, caller, root, context)
+                done, ok = self._by_hand(process, found, caller, root, context)
                 out += done
                 if not ok:
                     fatal = not first_ok
                     break
             if not first_ok and not fatal and context.first is not None:
-                process, done, ok = self._by_hand(process, context.first, caller, root, context)
+                done, ok = self._by_hand(process, context.first, caller, root, context)
                 out += done
                 fatal = not ok
-        return process, fatal
+        return fatal
 
     def _by_hand(
         self, process: Process, path: str, caller: Loaded, root: str, context: PackageContext
-    ) -> tuple[Process, list[Resolution], bool]:
-        """ctypes.CDLL(path) from the package's __init__.py, on a fork of the process.
-
-        A failed dlopen maps nothing (glibc unloads what it mapped): the process stays as
-        it was and the load is one PRELOAD resolution carrying the error, as OSError does.
-        """
-        trial = process.fork()
-        done = trial.dlopen(
-            path,
-            trial.find(caller.path) or trial.main,
-            root=root,
-            evidence=Evidence.PRELOAD,
-            needed_by=context.init_py,
+    ) -> tuple[list[Resolution], bool]:
+        """ctypes.CDLL(path) from the package's __init__.py."""
+        return _attempt(
+            process, path, caller, root=root, evidence=Evidence.PRELOAD, needed_by=context.init_py
         )
-        if done.ok:
-            return trial, list(done.resolutions), True
-        failed = next(r for r in done.resolutions if r.status in (Status.NOT_FOUND, Status.ERROR))
-        head = done.resolutions[0]
-        if failed is not head:
-            cause = f"{failed.name} {failed.status.value}, needed by {failed.needed_by}"
-            head = head.model_copy(
-                update={"status": Status.ERROR, "detail": f"cannot load: {cause}"}
-            )
-        return process, [head], False
 
     def _run_time(self, process: Process, start: int, root: str, out: list[Resolution]) -> None:
         """Known dlopens and .rodata names of every object this root mapped."""
@@ -207,20 +215,15 @@ class RootLoader:
             loads, optional = self.catalog.known_loads(soname, self.major_of(obj.path, obj.info))
             covered = {_stem(n) for n in (*loads, *optional)}
             for name in loads:
-                out += process.dlopen(name, obj, root=root, evidence=Evidence.DLOPEN).resolutions
+                out += _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)[0]
             for name in optional:
-                trial = process.fork()
-                done = trial.dlopen(name, obj, root=root, evidence=Evidence.DLOPEN)
-                if done.resolutions[0].status is Status.RESOLVED:
-                    out += process.dlopen(
-                        name, obj, root=root, evidence=Evidence.DLOPEN
-                    ).resolutions
+                done, ok = _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)
+                if ok:
+                    out += done  # an optional load is checked only where it exists
             for name in self.view.strings(obj.path):
                 if self._skip_string(process, obj, name, soname, covered):
                     continue
-                out += process.dlopen(
-                    name, obj, root=root, evidence=Evidence.DLOPEN_STRING
-                ).resolutions
+                out += _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN_STRING)[0]
 
     def _skip_string(
         self, process: Process, obj: Loaded, name: str, soname: str, covered: set[str]
