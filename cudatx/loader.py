@@ -356,9 +356,7 @@ class Process:
         nodeflib = bool(loader.info.flags_1 & DF_1_NODEFLIB)
         cached = self.system.cache.lookup(name, self.system.cache_flags)
         if cached is not None:
-            if nodeflib and any(
-                cached.startswith(d.rstrip("/") + "/") for d in self.system.default_dirs
-            ):
+            if nodeflib and cached.startswith(self._system_prefixes):
                 attempts.append(
                     Attempt(how=How.LD_SO_CACHE, path=cached, outcome=Outcome.SKIPPED_NODEFLIB)
                 )

@@ -145,12 +145,3 @@ class Resolution(Frozen):
     detail: str | None = None
     attempts: tuple[Attempt, ...] = ()
     root: str | None = None  # the load root whose context this resolution belongs to
-
-    def describe_how(self) -> str:
-        if self.how is None:
-            return self.status.value
-        if self.how is How.RPATH and self.source is not None:
-            return f"rpath of {self.source}"
-        if self.how is How.ALREADY_LOADED and self.detail:
-            return f"already loaded ({self.detail})"
-        return self.how.value
