@@ -236,13 +236,18 @@ def _diff(
     # A need that did not exist before and fails now is broken, unless the same object
     # already failed the same library of another version (libnvrtc.so.13 before, .12 after:
     # a rebuilt cuDNN asks for its own CUDA major; nothing was lost).
+    # Likewise a versionless .rodata name ("libcudnn.so") that a loaded libcudnn.so.9 used to
+    # answer fails now only because that library broke, which is already reported.
     failing_stems = {
         (k[0], k[1], _stem(k[2]), k[3]) for k, r in old.items() if r.status not in _MET
     }
+    broken_stems = {_stem(b.soname) for b, _ in broken.values()}
     for key, a in new.items():
         if key not in old and a.status not in _MET:
             root, needer, name, evidence = key
             if (root, needer, _stem(name), evidence) in failing_stems:
+                continue
+            if evidence is Evidence.DLOPEN_STRING and _stem(name) in broken_stems:
                 continue
             group = (needer, name, evidence)
             entry = broken.setdefault(
