@@ -191,6 +191,8 @@ def _diff(
 
     removed = {d.name for d in removing} - {d.name for d in reinstalling}
     old, new = _edges(env), _edges(after)
+    # An import that already failed cannot be broken by the plan: its needs are not blamed.
+    failed_before = {env.keys(ld.root) for ld in env.loads if not ld.ok}
     broken: dict[tuple[str, str, Evidence], tuple[Broken, list[str]]] = {}
     rebound: dict[tuple[str, str, Evidence], Rebound] = {}
     preexisting: dict[str, Preexisting] = {}
@@ -200,6 +202,8 @@ def _diff(
         if b.status not in _MET:
             what = f"{b.name} {b.status.value} for {needer}"
             preexisting.setdefault(what, Preexisting(kind="edge", what=what))
+            continue
+        if root in failed_before:
             continue
         if a is None:
             continue  # its needer is gone, or not loaded since something above it broke
@@ -245,7 +249,7 @@ def _diff(
     for key, a in new.items():
         if key not in old and a.status not in _MET:
             root, needer, name, evidence = key
-            if (root, needer, _stem(name), evidence) in failing_stems:
+            if root in failed_before or (root, needer, _stem(name), evidence) in failing_stems:
                 continue
             if evidence is Evidence.DLOPEN_STRING and _stem(name) in broken_stems:
                 continue

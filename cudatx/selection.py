@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -13,6 +14,7 @@ from cudatx.models import Distribution
 from cudatx.scan import Environment
 
 _GLOB = set("*?[")
+_COMMENT = re.compile(r"(^|\s+)#.*$")  # pip's rule: '#' at the start or after whitespace
 
 
 def _cuda(env: Environment, spec: str) -> list[Distribution]:
@@ -49,13 +51,14 @@ def _requirements(path: str) -> list[str]:
         raise UnreadableFile(f"{path}: {exc.strerror or exc}", path=path) from None
     names = []
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split(" #", 1)[0].strip()
+        line = _COMMENT.sub("", raw).strip()
         if not line or line.startswith(("#", "-")):
             continue  # comments and pip options (-r, -c, --index-url, ...)
         try:
             names.append(Requirement(line).name)
         except InvalidRequirement as exc:
-            raise UsageError(f"{path}:{number}: not a requirement: {exc}") from None
+            first = str(exc).splitlines()[0]  # packaging repeats the line with a caret below
+            raise UsageError(f"{path}:{number}: not a requirement: {first}") from None
     return names
 
 

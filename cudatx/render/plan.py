@@ -23,6 +23,9 @@ def _packages(verb: str, items: tuple[NameVersion, ...], why: str = "") -> list[
 def _short(path: str | None, sites: tuple[str, ...]) -> str:
     if path is None:
         return "-"
+    if ".." in path.split("/"):
+        # The loader's spelling (`torch/lib/../../nvidia`); show the file it reached.
+        path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
     for site in sites:
         for folder in (site, os.path.realpath(site)):
             prefix = os.path.join(folder, "")
@@ -78,7 +81,8 @@ def to_text(plan: Plan, specs: tuple[str, ...], sites: tuple[str, ...]) -> str:
             "(see `cudatx doctor`)"
         )
     lines += [f"note: {n}" for n in plan.notes]
-    command = "cudatx remove " + " ".join(shlex.quote(s) for s in specs)
+    # --dry-run stays until applying arrives (transactions): the suggestion must run as shown.
+    command = "cudatx remove " + " ".join(shlex.quote(s) for s in specs) + " --dry-run"
     if plan.safe:
         lines.append("Safe: nothing that loads now would stop loading.")
     else:
