@@ -17,6 +17,12 @@ class ExitCode(IntEnum):
     NOT_FOUND = 4  # the library or path asked about is not in the environment
     UNREADABLE = 5  # a file cudatx must read could not be read
     DEMO_FAILED = 6  # `cudatx demo` could not build its environment (no compiler, uv failed)
+    BUSY = 7  # another cudatx transaction holds this environment's lock
+    INTERRUPTED = 8  # an interrupted transaction must be rolled back first
+    IN_USE = 9  # running processes map files the change would delete or overwrite
+    ROLLED_BACK = 10  # applying or verifying failed; the environment was rolled back
+    CONFLICT = 11  # rollback refused: the environment changed since the transaction
+    STORE = 12  # the snapshot store is missing, incomplete or corrupt
     INTERNAL = 70  # a bug in cudatx (EX_SOFTWARE)
 
 
@@ -47,6 +53,30 @@ class NotInEnvironment(CudatxError):
 
 class UnreadableFile(CudatxError):
     exit_code = ExitCode.UNREADABLE
+
+
+class Busy(CudatxError):
+    exit_code = ExitCode.BUSY
+
+
+class Interrupted(CudatxError):
+    exit_code = ExitCode.INTERRUPTED
+
+
+class InUse(CudatxError):
+    exit_code = ExitCode.IN_USE
+
+
+class RolledBack(CudatxError):
+    exit_code = ExitCode.ROLLED_BACK
+
+
+class Conflict(CudatxError):
+    exit_code = ExitCode.CONFLICT
+
+
+class StoreError(CudatxError):
+    exit_code = ExitCode.STORE
 
 
 class ElfReadError(UnreadableFile):
