@@ -134,10 +134,27 @@ def graph(
     multiple=True,
     help="Remove the distributions named in a requirements file.",
 )
+@click.option("--dry-run", is_flag=True, help="Only say what would happen; change nothing.")
+@click.option("--force", is_flag=True, help="Apply even an unsafe plan.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Only say what would happen (required for now: applying comes with transactions).",
+    "--ignore-running", is_flag=True, help="Apply even while processes map affected files."
+)
+@click.option("--offline", is_flag=True, help="Pass --offline to uv.")
+@click.option(
+    "--find-links",
+    metavar="DIR|URL",
+    multiple=True,
+    help="Passed to uv for the reinstalls (where their wheels are).",
+)
+@click.option(
+    "--uv", metavar="PATH", default=None, help="The uv binary [default: the uv package's]."
+)
+@click.option(
+    "--verify",
+    metavar="CMD",
+    default=None,
+    help="A command run in the environment after the change; failing rolls it back.",
 )
 @click.option(
     "--repair",
@@ -156,22 +173,28 @@ def remove(
     specs: tuple[str, ...],
     requirement_files: tuple[str, ...],
     dry_run: bool,
+    force: bool,
+    yes: bool,
+    ignore_running: bool,
+    offline: bool,
+    find_links: tuple[str, ...],
+    uv: str | None,
+    verify: str | None,
     repair: bool,
     no_requirements_check: bool,
     python: str | None,
     ld_library_path: str | None,
     as_json: bool,
 ) -> None:
-    """Plan removing distributions: SPEC is a name, a glob over names ('nvidia-*-cu13'), or
-    cuda:N (every distribution whose libraries are CUDA N builds). Exit 0 when safe, 1 when
-    something that loads now would stop loading."""
-    from cudatx.errors import UsageError
+    """Remove distributions, safely: SPEC is a name, a glob over names ('nvidia-*-cu13'), or
+    cuda:N (every distribution whose libraries are CUDA N builds). Shows the plan first;
+    applies it through uv with a snapshot that `cudatx rollback` restores. With --dry-run:
+    exit 0 when safe, 1 when something that loads now would stop loading."""
+    from cudatx.errors import Refused, UsageError
     from cudatx.plan import plan_removal
     from cudatx.render import plan as render
     from cudatx.selection import select
 
-    if not dry_run:
-        raise UsageError("applying a removal is not available yet; add --dry-run to plan it")
     env = _scan(python, ld_library_path)
     chosen = select(env, specs, requirement_files)
     plan = plan_removal(env, chosen, repair=repair, check_requirements=not no_requirements_check)
@@ -179,8 +202,99 @@ def remove(
         click.echo(render.to_json(plan))
     else:
         click.echo(render.to_text(plan, specs, env.target.site_packages), nl=False)
-    if not plan.safe:
-        raise SystemExit(int(ExitCode.FINDINGS))
+    if dry_run:
+        if not plan.safe:
+            raise SystemExit(int(ExitCode.FINDINGS))
+        return
+    if not plan.safe and not force:
+        raise Refused(
+            "refusing to apply an unsafe plan (see 'Would break' above); --force to apply it "
+            "anyway, --repair to restore what co-owners lose"
+        )
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("not a terminal: pass --yes to apply the plan")
+        click.confirm("Proceed?", abort=True, err=True)
+    from cudatx.scan import scan
+    from cudatx.txn import Options, apply_removal
+
+    names = {p.name for p in plan.reinstall}
+    txn = apply_removal(
+        env,
+        plan,
+        chosen,
+        tuple(d for d in env.distributions if d.name in names),
+        Options(
+            uv=uv,
+            offline=offline,
+            find_links=find_links,
+            verify=verify,
+            ignore_running=ignore_running,
+            command=" ".join(["cudatx", "remove", *sys.argv[2:]]),
+        ),
+        lambda: scan(python, ld_library_path=env.ld_library_path),
+    )
+    click.echo(f"Applied as transaction {txn}; `cudatx rollback` undoes it.", err=True)
+
+
+@cli.command()
+@click.argument("txn", metavar="[ID]", required=False)
+@target_options
+@click.option("--force", is_flag=True, help="Roll back even where files changed since.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+def rollback(
+    txn: str | None, python: str | None, ld_library_path: str | None, force: bool, yes: bool
+) -> None:
+    """Put the environment back as it was before transaction ID (default: the latest not
+    rolled back), from the bytes cudatx saved: no network, no package index."""
+    from cudatx.errors import UsageError
+    from cudatx.target import find_target
+    from cudatx.txn import rollback as roll_back
+
+    target = find_target(python)
+    click.echo(f"Using Python {target.version} environment at: {target.prefix}", err=True)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("not a terminal: pass --yes to roll back")
+        click.confirm(f"Roll back {txn or 'the latest transaction'}?", abort=True, err=True)
+    done, what = roll_back(target.prefix, txn, force=force)
+    click.echo(f"Transaction {done}: {what}.")
+
+
+@cli.group(invoke_without_command=True)
+@target_options
+@click.pass_context
+def history(ctx: click.Context, python: str | None, ld_library_path: str | None) -> None:
+    """The transactions recorded for this environment."""
+    ctx.obj = python
+    if ctx.invoked_subcommand is not None:
+        return
+    from cudatx.target import find_target
+    from cudatx.txn import history as read_history
+
+    for entry in read_history(find_target(python).prefix):
+        changes = len(entry.get("remove", [])) + len(entry.get("reinstall", []))
+        click.echo(
+            f"{entry['id']}  {entry.get('created', '?')}  {entry.get('state', '?'):<12}  "
+            f"{changes} changes  {entry.get('command', '')}"
+        )
+
+
+@history.command("show")
+@click.argument("txn", metavar="ID")
+@click.pass_obj
+def history_show(python: str | None, txn: str) -> None:
+    """One transaction's journal, as JSON."""
+    import json
+
+    from cudatx.errors import UsageError
+    from cudatx.store import Store
+    from cudatx.target import find_target
+
+    store = Store(find_target(python).prefix)
+    if txn not in store.ids():
+        raise UsageError(f"no transaction {txn}; `cudatx history` lists them")
+    click.echo(json.dumps(store.read_journal(txn), indent=2, sort_keys=True))
 
 
 @cli.command()

@@ -37,6 +37,12 @@ class CudatxError(Exception):
         self.path = path
 
 
+class Refused(CudatxError):
+    """cudatx will not carry out a plan it found unsafe (exit 1, as the dry run's verdict)."""
+
+    exit_code = ExitCode.FINDINGS
+
+
 class UsageError(CudatxError):
     """The command line asks for something that cannot be (a bad SPEC, a bad -r line)."""
 

@@ -569,10 +569,18 @@ def test_requirement_file_bad_line_is_one_refusal_line(
 
 def test_without_dry_run_refuses_and_touches_nothing(trap: Path, work: Path) -> None:
     before = _digest(trap)
-    for args in ((CU12,), (CU12, "--json"), ("cuda:12", "--repair")):
+    # the plan is shown, then an unsafe one is refused without --force, and a safe one
+    # needs --yes off a terminal: one error line either way
+    for args, code, words in (
+        ((CU12,), 1, "refusing to apply an unsafe plan"),
+        ((CU12, "--json"), 1, "refusing to apply an unsafe plan"),
+        (("cuda:12", "--repair"), 2, "--yes"),
+    ):
         run = remove(trap, *args, cwd=work, dry_run=False)
-        assert run.returncode == 2, run.stderr
-        assert "--dry-run" in run.refusal()
+        assert run.returncode == code, run.stderr
+        assert "Traceback" not in run.stderr and run.stdout
+        errors = [ln for ln in run.stderr.splitlines() if ln.startswith("cudatx: error: ")]
+        assert len(errors) == 1 and words in errors[0], run.stderr
     # nor do dry runs, whatever they plan
     for args in ((CU12, "--json"), (CU13, "--repair"), ("nvidia-*",)):
         assert remove(trap, *args, cwd=work).returncode in (0, 1)

@@ -1,0 +1,325 @@
+"""Transactions: plan -> lock -> live-process check -> snapshot -> apply through uv -> verify
+-> commit, or roll back (design.md section 4).
+
+Every step is written to the transaction's journal (atomically) before the next begins, so
+a later run that finds a journal short of `committed` or `rolled back` knows the
+transaction was interrupted and what rolling it back means. The snapshot keeps the bytes of
+every file the change deletes or overwrites; rollback puts them back and needs no network.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cudatx import running, snapshot
+from cudatx.errors import Conflict, Interrupted, InUse, RolledBack, StoreError
+from cudatx.models import Distribution
+from cudatx.plan import Plan
+from cudatx.scan import Environment
+from cudatx.store import Store
+from cudatx.uvrun import UvFailed, find_uv, run_uv
+
+DONE = ("committed", "rolled back")
+
+
+@dataclass(frozen=True)
+class Options:
+    uv: str | None = None
+    offline: bool = False
+    find_links: tuple[str, ...] = ()
+    verify: str | None = None
+    ignore_running: bool = False
+    command: str = ""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _crash_point(state: str) -> None:
+    # Fault injection for the crash tests: die exactly as kill -9 would, after `state`
+    # reached the journal. Never set outside tests.
+    if os.environ.get("CUDATX_TEST_CRASH_AT") == state:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _Journal:
+    def __init__(self, store: Store, txn: str, data: dict[str, Any]) -> None:
+        self.store, self.id, self.data = store, txn, data
+
+    def step(self, state: str, **fields: Any) -> None:
+        self.data.update(fields)
+        self.data["state"] = state
+        self.data.setdefault("steps", []).append({"state": state, "time": _now()})
+        self.store.write_journal(self.id, self.data)
+        _crash_point(state)
+
+
+def interrupted(store: Store) -> str | None:
+    """The id of a transaction that stopped short of committed or rolled back."""
+    for txn in reversed(store.ids()):
+        if store.read_journal(txn).get("state") not in DONE:
+            return txn
+    return None
+
+
+def refuse_if_interrupted(store: Store) -> None:
+    txn = interrupted(store)
+    if txn is not None:
+        state = store.read_journal(txn).get("state")
+        raise Interrupted(
+            f"transaction {txn} was interrupted ({state}); run `cudatx rollback` to complete "
+            "it before any other change"
+        )
+
+
+def _files_of(dist: Distribution) -> list[str]:
+    paths = [os.path.normpath(os.path.join(dist.site, e.path)) for e in dist.records]
+    for folder, _, names in os.walk(dist.metadata_dir):
+        paths += [os.path.join(folder, n) for n in names]
+    return sorted(set(paths))
+
+
+def _sha256(path: str) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _check_running(paths: list[str], options: Options) -> None:
+    report = running.processes_using(paths)
+    if options.ignore_running or not (report.holders or report.unknown):
+        return
+    parts = []
+    for h in report.holders:
+        files = ", ".join(os.path.basename(f) for f in h.files[:3])
+        parts.append(f"pid {h.pid} ({h.user}: {h.command[:60]}) maps {files}")
+    parts += [f"pid {u.pid} ({u.user or '?'}): maps unreadable, {u.reason}" for u in report.unknown]
+    raise InUse(
+        "running processes use files this change would delete or overwrite: "
+        + "; ".join(parts)
+        + " (stop them, or pass --ignore-running)"
+    )
+
+
+def apply_removal(
+    env: Environment,
+    plan: Plan,
+    removing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    options: Options,
+    rescan: Callable[[], Environment],
+) -> str:
+    """Carry out a planned removal; returns the transaction id. Rolls back on any failure."""
+    store = Store(env.target.prefix)
+    uv = find_uv(options.uv)
+    with store.lock():
+        refuse_if_interrupted(store)
+        touched = sorted({p for d in (*removing, *reinstalling) for p in _files_of(d)})
+        _check_running(touched, options)
+        txn = store.new_id()
+        journal = _Journal(
+            store,
+            txn,
+            {
+                "id": txn,
+                "command": options.command,
+                "prefix": env.target.prefix,
+                "created": _now(),
+                "remove": [{"name": d.name, "version": d.version} for d in removing],
+                "reinstall": [{"name": d.name, "version": d.version} for d in reinstalling],
+                "plan": plan.model_dump(mode="json"),
+            },
+        )
+        journal.step("started")
+        installed = tuple(
+            {"name": d.name, "version": d.version, "direct_url": d.direct_url}
+            for d in env.distributions
+        )
+        folders = [d.metadata_dir for d in (*removing, *reinstalling)]
+        _, outside = snapshot.take(
+            store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
+        )
+        journal.step("snapshotted", outside=sorted(outside))
+        try:
+            _apply(journal, uv, env, removing, reinstalling, options)
+            after = rescan()
+            _verify(plan, env, after, removing, reinstalling, options)
+        except Exception as exc:
+            message = exc.message if isinstance(exc, UvFailed) else str(exc)
+            journal.step("rolling back", error=message)
+            _restore(store, txn, journal.data)
+            journal.step("rolled back")
+            raise RolledBack(f"{message}; the environment was rolled back ({txn})") from None
+        journal.step("verified")
+        journal.step("committed", after={p: _sha256(p) for p in touched})
+        return txn
+
+
+def _apply(
+    journal: _Journal,
+    uv: str,
+    env: Environment,
+    removing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    options: Options,
+) -> None:
+    offline = ["--offline"] if options.offline else []
+    offline += [arg for link in options.find_links for arg in ("--find-links", link)]
+    journal.step("uninstalling")
+    run_uv(uv, ["pip", "uninstall", "--python", env.target.prefix, *[d.name for d in removing]])
+    journal.step("uninstalled")
+    if not reinstalling:
+        return
+    journal.step("reinstalling")
+    for dist in reinstalling:
+        run_uv(
+            uv,
+            [
+                "pip",
+                "install",
+                "--python",
+                env.target.prefix,
+                "--no-deps",
+                "--reinstall-package",
+                dist.name,
+                *offline,
+                f"{dist.name}=={dist.version}",
+            ],
+        )
+    journal.step("reinstalled")
+
+
+def _verify(
+    plan: Plan,
+    before: Environment,
+    after: Environment,
+    removing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    options: Options,
+) -> None:
+    from cudatx.facts import hollow
+    from cudatx.plan import diff
+
+    actual = diff(before, after, removing, reinstalling, plan.requirements_checked)
+    predicted = {(b.needed_by, b.soname) for b in plan.broken}
+    surprises = [b for b in actual.broken if (b.needed_by, b.soname) not in predicted]
+    if surprises:
+        first = surprises[0]
+        raise RuntimeError(
+            f"{first.soname} needed by {first.needed_by} broke, which the plan did not predict"
+        )
+    predicted_roots = {r.root for r in plan.broken_roots}
+    new_roots = [r for r in actual.broken_roots if r.root not in predicted_roots]
+    if new_roots:
+        raise RuntimeError(f"import of {new_roots[0].root} broke, which the plan did not predict")
+    names = {d.name for d in reinstalling}
+    damaged = [
+        h for h in hollow(after) if h.name in names or h.name not in {d.name for d in removing}
+    ]
+    if damaged:
+        h = damaged[0]
+        raise RuntimeError(
+            f"{h.name} {h.version} does not match its RECORD after the change "
+            f"({h.missing} missing, {h.wrong} with other bytes, e.g. {h.examples[:1]})"
+        )
+    if options.verify:
+        _run_verify(options.verify, before.target.prefix)
+
+
+def _run_verify(command: str, prefix: str) -> None:
+    env = dict(os.environ)
+    env["VIRTUAL_ENV"] = prefix
+    env["PATH"] = os.path.join(prefix, "bin") + os.pathsep + env.get("PATH", "")
+    done = subprocess.run(command, shell=True, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = [ln for ln in (done.stderr or done.stdout).strip().splitlines() if ln.strip()]
+        last = lines[-1] if lines else f"exit status {done.returncode}"
+        raise RuntimeError(f"--verify {command!r} failed: {last}")
+
+
+def _restore(store: Store, txn: str, journal: dict[str, Any]) -> None:
+    """Put the environment back as it was before `txn`."""
+    saved = snapshot.load(store.txn_dir(txn))
+    if saved is None:
+        return  # no complete snapshot: the change had not begun (uv runs only after it)
+    prefix = journal["prefix"]
+    keep = {f.path for f in saved.files} | set(saved.folders)
+    names = {d["name"] for d in journal.get("remove", []) + journal.get("reinstall", [])}
+    _remove_added(prefix, names, keep)
+    snapshot.restore(store.txn_dir(txn), saved)
+
+
+def _remove_added(prefix: str, names: set[str], keep: set[str]) -> None:
+    """Files a reinstall wrote that were not there before (not in the snapshot) go."""
+    from packaging.utils import canonicalize_name
+
+    from cudatx.dists import scan_distributions
+
+    site_dirs = _site_dirs(prefix)
+    dists, _ = scan_distributions(tuple(site_dirs))
+    for dist in dists:
+        if canonicalize_name(dist.name) not in names:
+            continue
+        for path in _files_of(dist):
+            if path not in keep and os.path.lexists(path) and path.startswith(prefix):
+                os.unlink(path)
+        if dist.metadata_dir not in keep and os.path.isdir(dist.metadata_dir):
+            for folder, _, files in os.walk(dist.metadata_dir, topdown=False):
+                for name in files:
+                    os.unlink(os.path.join(folder, name))
+                os.rmdir(folder)
+
+
+def _site_dirs(prefix: str) -> list[str]:
+    lib = Path(prefix, "lib")
+    return sorted(str(p) for p in lib.glob("python*/site-packages") if p.is_dir())
+
+
+def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
+    """Roll back `txn` (default: the latest not rolled back). Returns (id, what happened)."""
+    store = Store(prefix)
+    with store.lock():
+        ids = store.ids()
+        if not ids:
+            raise StoreError(f"no cudatx transaction recorded in {prefix}")
+        if txn is None:
+            pending = [t for t in ids if store.read_journal(t).get("state") != "rolled back"]
+            if not pending:
+                return ids[-1], "already rolled back"
+            txn = pending[-1]
+        elif txn not in ids:
+            raise StoreError(f"no transaction {txn} in {prefix}; `cudatx history` lists them")
+        journal = store.read_journal(txn)
+        if journal.get("state") == "rolled back":
+            return txn, "already rolled back"
+        if journal.get("state") == "committed" and not force:
+            changed = [p for p, h in journal.get("after", {}).items() if _sha256(p) != h]
+            if changed:
+                raise Conflict(
+                    f"{len(changed)} files changed since transaction {txn} "
+                    f"(e.g. {changed[0]}); --force to roll back anyway"
+                )
+        log = _Journal(store, txn, journal)
+        log.step("rolling back")
+        _restore(store, txn, journal)
+        log.step("rolled back")
+        return txn, "rolled back"
+
+
+def history(prefix: str) -> list[dict[str, Any]]:
+    store = Store(prefix)
+    return [store.read_journal(t) for t in store.ids()]
