@@ -180,7 +180,7 @@ def _requirements(env: Environment, removed: set[str]) -> tuple[list[Requirement
     return broken, before
 
 
-def _diff(
+def diff(
     env: Environment,
     after: Environment,
     removing: tuple[Distribution, ...],
@@ -342,11 +342,11 @@ def plan_removal(
     repair: bool,
     check_requirements: bool = True,
 ) -> Plan:
-    plain = _diff(env, simulate(env, removing), removing, (), check_requirements)
+    plain = diff(env, simulate(env, removing), removing, (), check_requirements)
     fixes = _repairs(env, plain, removing)
     if not fixes:
         return plain
-    repaired = _diff(env, simulate(env, removing, fixes), removing, fixes, check_requirements)
+    repaired = diff(env, simulate(env, removing, fixes), removing, fixes, check_requirements)
     note = _bytes_note(env, fixes, removing)
     if repair:
         return repaired.model_copy(update={"notes": repaired.notes + note})
