@@ -226,10 +226,16 @@ def _verify(
     new_roots = [r for r in actual.broken_roots if r.root not in predicted_roots]
     if new_roots:
         raise RuntimeError(f"import of {new_roots[0].root} broke, which the plan did not predict")
-    names = {d.name for d in reinstalling}
-    damaged = [
-        h for h in hollow(after) if h.name in names or h.name not in {d.name for d in removing}
-    ]
+    # Whatever stays must match its RECORD, except the co-owners of paths the removal
+    # deletes and nothing reinstalls: the plan said they would be left hollow (--force).
+    deleted = {before.keys(os.path.join(d.site, e.path)) for d in removing for e in d.records} - {
+        before.keys(os.path.join(d.site, e.path)) for d in reinstalling for e in d.records
+    }
+    reinstalled = {d.name for d in reinstalling}
+    expected = {
+        name for key in deleted for name in before.owners.get(key, ()) if name not in reinstalled
+    }
+    damaged = [h for h in hollow(after) if h.name in reinstalled or h.name not in expected]
     if damaged:
         h = damaged[0]
         raise RuntimeError(

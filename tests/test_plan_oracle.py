@@ -7,10 +7,11 @@ both / none, over folder lists that sometimes name a folder nothing ships) and f
 extension modules (``mod0._ext`` .. ``mod3._ext``, each in six variants of needs and search
 paths). An example picks which library distribution (``dist-a`` .. ``dist-d``) ships which
 slot, in which variant, at which folder ``slotlib/<a|b|c>`` -- two distributions may ship
-the same path (co-owned: the later install wins the bytes) -- an install order, and a
-non-empty set of library distributions to remove. Wheels are packed from the precompiled
-bytes and installed by real uv into a fresh venv, one ``uv pip install`` per install group
-so co-owned bytes really overwrite.
+the same path (co-owned: the later install wins the bytes) -- which modules are installed
+in which variant, an install order, sometimes an LD_LIBRARY_PATH (given to cudatx and to
+every real import), and a non-empty set of library distributions to remove. Wheels are
+packed from the precompiled bytes and installed by real uv into a fresh venv, one ``uv pip
+install`` per install group so co-owned bytes really overwrite.
 
 Then the oracle:
 
@@ -251,6 +252,15 @@ class Layout:
     modules: tuple[int | None, ...]  # variant of each module; None: not installed
     order: tuple[str, ...]  # install order of the library distributions
     remove: tuple[str, ...]  # sorted
+    # Folders (a, b, c, z) of LD_LIBRARY_PATH in the importing process; None: unset.
+    ld_library_path: tuple[str, ...] | None = None
+
+    def llp(self, venv: Path) -> str | None:
+        """LD_LIBRARY_PATH for ``venv``: absolute, so the copy gets its own folders."""
+        if self.ld_library_path is None:
+            return None
+        site = site_packages(venv)
+        return ":".join(os.fspath(site / "slotlib" / k) for k in self.ld_library_path)
 
     def installed_modules(self) -> list[str]:
         return [module_name(m) for m, v in enumerate(self.modules) if v is not None]
@@ -293,9 +303,12 @@ class Layout:
                 f"  co-owned {rel_path(position)}: {', '.join(owners)} (bytes of {owners[-1]})"
             )
         lines.append("modules (RPATH/RUNPATH folders are slotlib/<k> next to the package):")
-        for m, v in enumerate(self.modules):
-            if v is not None:
-                lines.append(f"  {module_name(m)} v{v}: " + pool.exts[m][v].describe())
+        for m, mv in enumerate(self.modules):
+            if mv is not None:
+                lines.append(f"  {module_name(m)} v{mv}: " + pool.exts[m][mv].describe())
+        if self.ld_library_path is not None:
+            folders = ":".join(self.ld_library_path)
+            lines.append(f"LD_LIBRARY_PATH: {folders} (slotlib/<k>, in every process)")
         lines.append(f"remove: {' '.join(self.remove)}")
         return "\n".join(lines)
 
@@ -305,6 +318,8 @@ _POSITIONS = [(slot, folder) for slot in range(SLOTS) for folder in FOLDERS]
 # (co-owned). Shrinking goes to the first choice: nobody ships it.
 _OWNER_COUNTS = st.sampled_from((0, 1, 1, 1, 2))
 _MODULE_VARIANTS = st.sampled_from((None, *range(VARIANTS)))
+# Mostly unset; else it comes after RPATH and before RUNPATH, and may name what is missing.
+_LLPS = st.sampled_from((None, None, None, None, ("a",), ("b",), ("c", "a"), (MISSING, "b")))
 
 
 @st.composite
@@ -321,7 +336,7 @@ def layouts(draw: st.DrawFn) -> Layout:
     # Non-empty by construction (no filtering, so no invalid examples while shrinking).
     first = draw(st.sampled_from(LIB_DISTS))
     remove = tuple(d for d in LIB_DISTS if d == first or draw(st.booleans()))
-    return Layout(files, modules, order, remove)
+    return Layout(files, modules, order, remove, draw(_LLPS))
 
 
 # --------------------------------------------------------------------------------------
@@ -340,14 +355,17 @@ class Import:
     error: str  # the last line of stderr when it failed
 
 
-def import_module(venv: Path, module: str, cwd: Path) -> Import:
+def import_module(venv: Path, module: str, cwd: Path, llp: str | None) -> Import:
     """A fresh interpreter of the venv imports ``module``; its return code is the verdict."""
+    env = _clean_env()
+    if llp is not None:
+        env["LD_LIBRARY_PATH"] = llp
     proc = subprocess.run(
         [os.fspath(venv_python(venv)), "-I", "-c", f"import {module}"],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env=_clean_env(),
+        env=env,
         timeout=60,
         check=False,
     )
@@ -359,7 +377,8 @@ def import_all(
     executor: ThreadPoolExecutor, layout: Layout, venv: Path, cwd: Path
 ) -> dict[str, Import]:
     names = layout.installed_modules()
-    results = executor.map(lambda name: import_module(venv, name, cwd), names)
+    llp = layout.llp(venv)
+    results = executor.map(lambda name: import_module(venv, name, cwd, llp), names)
     return dict(zip(names, results, strict=True))
 
 
@@ -418,9 +437,10 @@ class DryRun:
         return json.loads(self.stdout)  # type: ignore[no-any-return]
 
 
-def dry_run(venv: Path, remove: Sequence[str], cwd: Path) -> DryRun:
-    cmd = [sys.executable, "-m", "cudatx", "remove", *remove, "--dry-run", "--json"]
+def dry_run(venv: Path, layout: Layout, cwd: Path) -> DryRun:
+    cmd = [sys.executable, "-m", "cudatx", "remove", *layout.remove, "--dry-run", "--json"]
     cmd += ["--no-requirements-check", "--python", os.fspath(venv)]
+    cmd += ["--ld-library-path", layout.llp(venv) or ""]
     env = _clean_env()
     env["PYTHONPATH"] = os.fspath(REPO)
     proc = subprocess.run(
@@ -429,9 +449,9 @@ def dry_run(venv: Path, remove: Sequence[str], cwd: Path) -> DryRun:
     return DryRun(proc.returncode, proc.stdout, proc.stderr)
 
 
-def loadable_by_cudatx(venv: Path) -> dict[str, bool]:
+def loadable_by_cudatx(venv: Path, layout: Layout) -> dict[str, bool]:
     """Which modules cudatx's scan loads (its "before"), keyed like the imports."""
-    env = scan(os.fspath(venv), ld_library_path=None)
+    env = scan(os.fspath(venv), ld_library_path=layout.llp(venv))
     site = site_packages(venv)
     found = {}
     for load in env.loads:
@@ -483,7 +503,8 @@ class Outcome:
             lines.append(
                 "rerun: PYTHONPATH=. python3 -m cudatx remove "
                 f"{' '.join(self.layout.remove)} --dry-run --json --no-requirements-check "
-                f"--python {self.venv}   (and {self.copy} is the venv after the uninstall)"
+                f"--python {self.venv} --ld-library-path '{self.layout.llp(self.venv) or ''}'"
+                f"\n  ({self.copy} is the venv after the uninstall)"
             )
         return "\n".join(lines)
 
@@ -496,10 +517,10 @@ def run_example(
     before = import_all(executor, layout, venv, where)
     state = tree_state(venv)
     # The dry run reads the venv while the copy is made and changed: the copy only reads it.
-    planned = executor.submit(dry_run, venv, layout.remove, where) if plan else None
+    planned = executor.submit(dry_run, venv, layout, where) if plan else None
     copy_and_uninstall(venv, copy, layout.remove)
     after = import_all(executor, layout, copy, where)
-    scanned = loadable_by_cudatx(venv)
+    scanned = loadable_by_cudatx(venv, layout)
     result = planned.result() if planned is not None else None
     new_state = tree_state(venv)
     changed = sorted(p for p in state.keys() | new_state.keys() if state.get(p) != new_state.get(p))
@@ -586,6 +607,7 @@ def _events(outcome: Outcome) -> None:
     event(f"install calls: {len(layout.groups())}")
     event(f"modules importing before: {sum(r.ok for r in outcome.before.values())}")
     event(f"modules stopping: {len(outcome.stopped)}")
+    event(f"LD_LIBRARY_PATH set: {layout.ld_library_path is not None}")
 
 
 def check(outcome: Outcome, pool: Pool) -> None:
@@ -612,8 +634,10 @@ def check(outcome: Outcome, pool: Pool) -> None:
         + message
     )
     for entry in report["broken_roots"]:
+        module = module_of(entry["root"], site)
+        assert entry["dist"] == module.partition(".")[0], message
         # The name the real import fails on is the one cudatx says goes missing first.
-        error = outcome.after[module_of(entry["root"], site)].error
+        error = outcome.after[module].error
         assert error.startswith(f"ImportError: {entry['first_missing']}: "), (
             f"first_missing {entry['first_missing']!r}, the real import says {error!r}" + message
         )
@@ -624,6 +648,9 @@ def check(outcome: Outcome, pool: Pool) -> None:
         f"'safe' is {report['safe']}, yet {len(actual)} modules really stop importing" + message
     )
     assert plan.returncode == (0 if report["safe"] else 1), "exit code vs 'safe'" + message
+
+
+_KEPT: list[Path] = []  # folders of failing examples, oldest first
 
 
 @settings(
@@ -644,6 +671,10 @@ def test_remove_dry_run_predicts_what_really_stops_importing(
         _events(outcome)
         check(outcome, pool)
     except BaseException:
+        # Hypothesis replays the minimal failing examples last: keep only the latest few.
+        _KEPT.append(where)
+        while len(_KEPT) > 8:
+            shutil.rmtree(_KEPT.pop(0), ignore_errors=True)
         note(f"example folders kept in {where}")
         raise
     shutil.rmtree(where)

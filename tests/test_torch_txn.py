@@ -1,0 +1,98 @@
+"""Transactions on a real torch 2.14.1 environment with the four cu12 twins (slow).
+
+In this sandbox pid 1's maps are unreadable even to root, so every apply passes
+--ignore-running (an unreadable process is never taken as safe).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cudatx.dists import scan_distributions
+from tests.support import uv_bin
+from tests.support.digest import diff, tree_digest
+from tests.torch_env import copy_env, download_wheels, torch_env
+
+pytestmark = pytest.mark.slow
+
+CU12 = ["nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cusparselt-cu12", "nvidia-nvshmem-cu12"]
+
+
+def _cudatx(env: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cudatx", *args, "-p", str(env)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def _import_torch(env: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import torch"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    wheels = download_wheels(CU12, tmp_path_factory.mktemp("cu12"))
+    env = copy_env(torch_env(), tmp_path_factory.mktemp("torch"))
+    done = subprocess.run(
+        [
+            uv_bin(),
+            "pip",
+            "install",
+            "--python",
+            str(env),
+            "--no-deps",
+            "--offline",
+            *map(str, wheels),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    yield env
+    shutil.rmtree(env, ignore_errors=True)
+
+
+def test_forced_removal_then_rollback_then_repair(twins: Path) -> None:
+    before = tree_digest(twins)
+    forced = _cudatx(twins, "remove", "nvidia-*-cu12", "--yes", "--force", "--ignore-running")
+    assert forced.returncode == 0, forced.stderr
+    assert "libcudnn.so.9" in _import_torch(twins).stderr
+
+    back = _cudatx(twins, "rollback", "--yes")
+    assert back.returncode == 0, back.stderr
+    assert diff(before, tree_digest(twins)) == []
+    assert _import_torch(twins).returncode == 0
+
+    repaired = _cudatx(
+        twins,
+        "remove",
+        "nvidia-*-cu12",
+        "--repair",
+        "--yes",
+        "--ignore-running",
+        "--verify",
+        "python -c 'import torch'",
+    )
+    assert repaired.returncode == 0, repaired.stderr
+    assert _import_torch(twins).returncode == 0
+    site = next((twins / "lib").glob("python*/site-packages"))
+    dists, _ = scan_distributions((str(site),))
+    names = {d.name for d in dists}
+    assert not names & set(CU12)
+    doctor = _cudatx(twins, "doctor", "--json")
+    assert doctor.returncode == 0, doctor.stdout
+    assert '"hollow"' not in doctor.stdout
