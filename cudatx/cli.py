@@ -280,10 +280,28 @@ def history(ctx: click.Context, python: str | None, ld_library_path: str | None)
         )
 
 
+@history.command("prune")
+@click.option("--keep", type=click.IntRange(min=1), required=True, help="Snapshots to keep.")
+@target_options
+@click.pass_obj
+def history_prune(
+    group_python: str | None, keep: int, python: str | None, ld_library_path: str | None
+) -> None:
+    """Free the snapshots of older transactions (never the latest); journals stay."""
+    from cudatx.target import find_target
+    from cudatx.txn import prune
+
+    pruned = prune(find_target(python or group_python).prefix, keep)
+    click.echo(f"Freed the snapshots of {len(pruned)} transactions.")
+
+
 @history.command("show")
 @click.argument("txn", metavar="ID")
+@target_options
 @click.pass_obj
-def history_show(python: str | None, txn: str) -> None:
+def history_show(
+    group_python: str | None, txn: str, python: str | None, ld_library_path: str | None
+) -> None:
     """One transaction's journal, as JSON."""
     import json
 
@@ -291,7 +309,7 @@ def history_show(python: str | None, txn: str) -> None:
     from cudatx.store import Store
     from cudatx.target import find_target
 
-    store = Store(find_target(python).prefix)
+    store = Store(find_target(python or group_python).prefix)
     if txn not in store.ids():
         raise UsageError(f"no transaction {txn}; `cudatx history` lists them")
     click.echo(json.dumps(store.read_journal(txn), indent=2, sort_keys=True))

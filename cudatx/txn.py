@@ -259,6 +259,10 @@ def _run_verify(command: str, prefix: str) -> None:
 
 def _restore(store: Store, txn: str, journal: dict[str, Any]) -> None:
     """Put the environment back as it was before `txn`."""
+    if journal.get("pruned"):
+        raise StoreError(
+            f"the snapshot of {txn} was pruned ({journal['pruned']}); cannot roll back"
+        )
     saved = snapshot.load(store.txn_dir(txn))
     if saved is None:
         return  # no complete snapshot: the change had not begun (uv runs only after it)
@@ -329,3 +333,24 @@ def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
 def history(prefix: str) -> list[dict[str, Any]]:
     store = Store(prefix)
     return [store.read_journal(t) for t in store.ids()]
+
+
+def prune(prefix: str, keep: int) -> list[str]:
+    """Free the snapshots of all but the `keep` newest transactions (never the latest, never
+    an interrupted one); their journals stay, for history."""
+    import shutil
+
+    store = Store(prefix)
+    with store.lock():
+        ids = store.ids()
+        pruned = []
+        for txn in ids[: max(len(ids) - max(keep, 1), 0)]:
+            journal = store.read_journal(txn)
+            saved = store.txn_dir(txn) / "snapshot"
+            if journal.get("state") not in DONE or not saved.exists():
+                continue
+            shutil.rmtree(saved)
+            journal["pruned"] = _now()
+            store.write_journal(txn, journal)
+            pruned.append(txn)
+        return pruned
