@@ -5,9 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Iterator, Mapping
 from email.parser import HeaderParser
 from pathlib import Path
 
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from cudatx.models import Distribution, Finding, RecordEntry
@@ -153,3 +156,19 @@ def scan_distributions(sys_path: tuple[str, ...]) -> tuple[tuple[Distribution, .
             if dist is not None and dist.name not in found:
                 found[dist.name] = dist
     return tuple(found.values()), findings
+
+
+def applicable_requirements(
+    dist: Distribution, markers: Mapping[str, str]
+) -> Iterator[Requirement]:
+    """The Requires-Dist of `dist` that apply to the target interpreter (markers evaluated with
+    extra="": requirements behind extras nobody asked for do not apply). Unreadable lines and
+    markers naming unknown variables are skipped: hostile metadata is no reason to crash."""
+    environment = {**markers, "extra": ""}
+    for text in dist.requires:
+        try:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate(environment):
+                yield requirement
+        except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
+            continue

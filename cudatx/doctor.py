@@ -189,19 +189,13 @@ class _Doctor:
 
     def _needed_dists(self) -> dict[str, set[str]]:
         """Hollow distributions something needs: by Requires-Dist, or by a library name."""
-        from packaging.requirements import InvalidRequirement, Requirement
         from packaging.utils import canonicalize_name
 
+        from cudatx.dists import applicable_requirements
+
         needed: dict[str, set[str]] = defaultdict(set)
-        markers = {**self.env.target.markers, "extra": ""}
         for dist in self.env.distributions:
-            for text in dist.requires:
-                try:
-                    req = Requirement(text)
-                except InvalidRequirement:
-                    continue
-                if req.marker is not None and not req.marker.evaluate(markers):
-                    continue
+            for req in applicable_requirements(dist, self.env.target.markers):
                 name = canonicalize_name(req.name)
                 if name in self.hollow:
                     needed[name].add(dist.name)

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import resources
 
-from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
+from cudatx.dists import applicable_requirements
 from cudatx.fsview import FileView
 from cudatx.models import Distribution, ElfInfo, Frozen, RecordEntry, Status
 from cudatx.scan import Environment
@@ -437,7 +437,11 @@ def _dist_metadata(ctx: _Context, dist: Distribution) -> tuple[int, str] | None:
             decided = (major, f"{dist.name} {dist.version} tracks the CUDA version")
     if decided is None:
         decided = _agreeing(
-            (_requirement_major(ctx, text, dist.name) for text in dist.requires), majority=True
+            (
+                _requirement_major(ctx, req, dist.name)
+                for req in applicable_requirements(dist, ctx.env.target.markers)
+            ),
+            majority=True,
         )
     ctx.dist_majors[dist.name] = decided
     return decided
@@ -448,18 +452,9 @@ def _leading_int(text: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _requirement_major(ctx: _Context, text: str, owner: str) -> tuple[int, str] | None:
-    try:
-        requirement = Requirement(text)
-    except InvalidRequirement:
-        return None
-    if requirement.marker is not None:
-        environment = {**ctx.env.target.markers, "extra": ""}
-        try:
-            if not requirement.marker.evaluate(environment):
-                return None
-        except (InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
-            return None
+def _requirement_major(
+    ctx: _Context, requirement: Requirement, owner: str
+) -> tuple[int, str] | None:
     name = requirement.name.lower().replace("_", "-").replace(".", "-")
     shown = f"Requires-Dist of {owner}: {requirement.name}{requirement.specifier}"
     major = _suffix_major(name)

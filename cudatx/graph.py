@@ -26,11 +26,11 @@ from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator
 
 import networkx as nx
-from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudatx.dists import applicable_requirements
 from cudatx.errors import NotInEnvironment
 from cudatx.models import Resolution, Status
 from cudatx.scan import Environment, PathKeys
@@ -170,25 +170,13 @@ def build_graph(env: Environment) -> nx.MultiDiGraph:
 def _requirements(env: Environment, versions: dict[str, str]) -> list[tuple[str, str, str, bool]]:
     """(requirer, required, specifier, satisfied) for each Requires-Dist that applies to the
     target interpreter and names an installed distribution. Extras are not asked for."""
-    environment = {**env.target.markers, "extra": ""}
     edges: set[tuple[str, str, str, bool]] = set()
     seen: set[str] = set()
     for dist in env.distributions:
         if dist.name in seen:
             continue
         seen.add(dist.name)
-        for line in dist.requires:
-            try:
-                req = Requirement(line)
-                if req.marker is not None and not req.marker.evaluate(environment):
-                    continue
-            except (
-                InvalidRequirement,
-                InvalidMarker,
-                UndefinedComparison,
-                UndefinedEnvironmentName,
-            ):
-                continue  # unreadable metadata is the dists scan's to report, not the graph's
+        for req in applicable_requirements(dist, env.target.markers):
             target = canonicalize_name(req.name)
             installed = versions.get(target)
             if installed is None:

@@ -14,9 +14,9 @@ import dataclasses
 import os
 from collections import defaultdict
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from cudatx.dists import applicable_requirements
 from cudatx.fsview import OverlayView
 from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
 from cudatx.scan import Environment, load_roots, owners_index
@@ -161,17 +161,11 @@ def _requirements(env: Environment, removed: set[str]) -> tuple[list[Requirement
     broken: list[RequirementBroken] = []
     before: list[str] = []
     installed = {d.name for d in env.distributions}
-    markers = {**env.target.markers, "extra": ""}
     for dist in env.distributions:
         if dist.name in removed:
             continue
-        for text in dist.requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if req.marker is not None and not req.marker.evaluate(markers):
-                continue
+        for req in applicable_requirements(dist, env.target.markers):
+            text = str(req)
             name = canonicalize_name(req.name)
             if name not in installed:
                 before.append(f"{dist.name} requires {text}, which is not installed")

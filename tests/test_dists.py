@@ -400,3 +400,32 @@ def test_parse_record_never_raises(text: str) -> None:
         if entry.hash_algorithm is not None:
             assert entry.hash_algorithm and entry.hash_digest
     assert len(entries) + len(findings) <= lines
+
+
+def test_applicable_requirements_skip_what_cannot_apply() -> None:
+    """Markers are evaluated for the target with extra=""; hostile lines never raise."""
+    from cudatx.dists import applicable_requirements
+    from cudatx.models import Distribution
+
+    dist = Distribution(
+        name="x",
+        display_name="x",
+        version="1",
+        metadata_dir="/nowhere/x-1.dist-info",
+        site="/nowhere",
+        kind="dist-info",
+        records=(),
+        requires=(
+            "a>=1",
+            'b; sys_platform == "win32"',
+            'c; extra == "gpu"',
+            'd; python_version >= "3"',
+            'e; bogus_variable == "1"',
+            "not a requirement ((",
+            'f; platform_machine ~= "x86_64"',
+        ),
+    )
+    markers = {"sys_platform": "linux", "python_version": "3.11", "platform_machine": "x86_64"}
+    names = [r.name for r in applicable_requirements(dist, markers)]
+    assert names[:2] == ["a", "d"]
+    assert "b" not in names and "c" not in names and "e" not in names
