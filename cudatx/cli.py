@@ -196,6 +196,14 @@ def remove(
     from cudatx.selection import select
 
     env = _scan(python, ld_library_path)
+    if not dry_run:
+        from cudatx.store import Store
+        from cudatx.txn import refuse_if_interrupted
+
+        store = Store(env.target.prefix)
+        if store.ids():  # none recorded: nothing to complete (and no store is created)
+            with store.lock():  # Busy while another transaction runs: not interrupted
+                refuse_if_interrupted(store)
     chosen = select(env, specs, requirement_files)
     plan = plan_removal(env, chosen, repair=repair, check_requirements=not no_requirements_check)
     if as_json:
@@ -245,8 +253,8 @@ def remove(
 def rollback(
     txn: str | None, python: str | None, ld_library_path: str | None, force: bool, yes: bool
 ) -> None:
-    """Put the environment back as it was before transaction ID (default: the latest not
-    rolled back), from the bytes cudatx saved: no network, no package index."""
+    """Put the environment back as it was before transaction ID (default: the latest), from
+    the bytes cudatx saved: no network, no package index."""
     from cudatx.errors import UsageError
     from cudatx.target import find_target
     from cudatx.txn import rollback as roll_back

@@ -235,7 +235,12 @@ def _verify(
     expected = {
         name for key in deleted for name in before.owners.get(key, ()) if name not in reinstalled
     }
-    damaged = [h for h in hollow(after) if h.name in reinstalled or h.name not in expected]
+    already = {h.name for h in hollow(before)}  # not this change's doing
+    damaged = [
+        h
+        for h in hollow(after)
+        if h.name in reinstalled or (h.name not in expected and h.name not in already)
+    ]
     if damaged:
         h = damaged[0]
         raise RuntimeError(
@@ -269,6 +274,7 @@ def _restore(store: Store, txn: str, journal: dict[str, Any]) -> None:
     prefix = journal["prefix"]
     keep = {f.path for f in saved.files} | set(saved.folders)
     names = {d["name"] for d in journal.get("remove", []) + journal.get("reinstall", [])}
+    snapshot.verify_saved(store.txn_dir(txn), saved)  # before the first change
     _remove_added(prefix, names, keep)
     snapshot.restore(store.txn_dir(txn), saved)
 
@@ -300,17 +306,16 @@ def _site_dirs(prefix: str) -> list[str]:
 
 
 def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
-    """Roll back `txn` (default: the latest not rolled back). Returns (id, what happened)."""
+    """Roll back `txn` (default: the latest). Returns (id, what happened)."""
     store = Store(prefix)
     with store.lock():
         ids = store.ids()
         if not ids:
             raise StoreError(f"no cudatx transaction recorded in {prefix}")
         if txn is None:
-            pending = [t for t in ids if store.read_journal(t).get("state") != "rolled back"]
-            if not pending:
-                return ids[-1], "already rolled back"
-            txn = pending[-1]
+            # The latest transaction, rolled back or not: running rollback twice must not
+            # reach for an older one (that takes its ID).
+            txn = ids[-1]
         elif txn not in ids:
             raise StoreError(f"no transaction {txn} in {prefix}; `cudatx history` lists them")
         journal = store.read_journal(txn)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Sequence
 
-from cudatx.errors import CudatxError, ExitCode
+from cudatx.errors import CudatxError, ExitCode, UsageError
 
 
 class UvFailed(CudatxError):
@@ -17,7 +18,10 @@ class UvFailed(CudatxError):
 
 def find_uv(explicit: str | None) -> str:
     if explicit:
-        return explicit
+        found = shutil.which(explicit)
+        if found is None:
+            raise UsageError(f"--uv {explicit}: no such executable")
+        return found
     try:
         from uv import find_uv_bin
 
