@@ -6,6 +6,8 @@ In this sandbox pid 1's maps are unreadable even to root, so every apply passes
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -96,3 +98,13 @@ def test_forced_removal_then_rollback_then_repair(twins: Path) -> None:
     doctor = _cudatx(twins, "doctor", "--json")
     assert doctor.returncode == 0, doctor.stdout
     assert '"hollow"' not in doctor.stdout
+    # every file of the cu13 twins matches its RECORD, byte for byte
+    twins13 = [d for d in dists if d.name in {n.replace("cu12", "cu13") for n in CU12}]
+    assert len(twins13) == 4
+    for dist in twins13:
+        for entry in dist.records:
+            if entry.hash_algorithm != "sha256":
+                continue
+            data = (Path(dist.site) / entry.path).read_bytes()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            assert digest.decode() == entry.hash_digest, entry.path

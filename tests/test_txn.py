@@ -540,6 +540,25 @@ def test_repair_commits_then_rollback_restores(venv: Venv) -> None:
     assert "rolled back" in run(venv, "history").stdout
 
 
+def test_prune_frees_old_snapshots_never_the_latest(venv: Venv) -> None:
+    first = run(venv, *repair_args(venv))
+    assert first.returncode == 0, first.stderr
+    assert run(venv, "rollback", "--yes").returncode == 0
+    second = run(venv, *repair_args(venv))
+    assert second.returncode == 0, second.stderr
+    old, new = txn_id(first), txn_id(second)
+    store = venv.path / ".cudatx" / "transactions"
+    pruned = run(venv, "history", "prune", "--keep", "1")
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout == "Freed the snapshots of 1 transactions.\n"
+    assert not (store / old / "snapshot").exists()
+    assert (store / new / "snapshot").is_dir()
+    assert len(run(venv, "history").stdout.splitlines()) == 2  # journals stay
+    gone = run(venv, "rollback", old, "--yes")
+    assert gone.returncode == 0 and "already rolled back" in gone.stdout  # nothing to undo
+    assert run(venv, "rollback", "--yes").returncode == 0  # the latest still rolls back
+
+
 # --------------------------------------------------------------------------------------
 # 5-6. Refusals before anything changes
 # --------------------------------------------------------------------------------------
