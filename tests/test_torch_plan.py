@@ -90,3 +90,17 @@ def test_reality_agrees_after_the_uninstall(twins: Path) -> None:
     assert done.returncode != 0
     missing = done.stderr.strip().splitlines()[-1]
     assert any(name in missing for name in named), (missing, named)
+
+
+def test_no_false_alarms_on_torch() -> None:
+    env = torch_env()
+    code, plan = _remove(env, "pip")  # pure Python, nothing requires it
+    assert code == 0 and plan["safe"] is True
+    assert plan["broken"] == [] and plan["broken_roots"] == []
+    assert plan["requirements_broken"] == [] and plan["rebound"] == []
+    code, plan = _remove(env, "filelock")  # torch requires it
+    assert code == 1 and plan["safe"] is False
+    assert plan["broken"] == [] and plan["broken_roots"] == [] and plan["rebound"] == []
+    assert [(r["dist"], r["requirement"]) for r in plan["requirements_broken"]] == [
+        ("torch", "filelock")
+    ]
