@@ -339,16 +339,20 @@ def history_show(
 )
 def demo(keep: str | None, compiler: str | None) -> None:
     """Build, offline, a small environment caught in the cu12/cu13 shared-path trap (real
-    libraries, real wheels, real uv), then run `doctor` and `why libcudnn.so.9` on it."""
+    libraries, real wheels, real uv), then run `doctor`, `why libcudnn.so.9` and a dry run
+    of removing the CUDA 13 cuDNN on it."""
     import shutil
     import tempfile
     from pathlib import Path
 
     from cudatx.demo import build_demo
     from cudatx.doctor import diagnose
+    from cudatx.plan import plan_removal
     from cudatx.render import doctor as render_doctor
+    from cudatx.render import plan as render_plan
     from cudatx.render import why as render_why
     from cudatx.scan import scan
+    from cudatx.selection import select
     from cudatx.why import explain
 
     folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="cudatx-demo-"))
@@ -363,6 +367,12 @@ def demo(keep: str | None, compiler: str | None) -> None:
         click.echo(f"\n$ cudatx why libcudnn.so.9 --python {built.venv}")
         report = explain(env, "libcudnn.so.9")
         click.echo(render_why.to_text(report, env.target.site_packages), nl=False)
+        click.echo(f"\n$ cudatx remove nvidia-cudnn-cu13 --dry-run --python {built.venv}")
+        chosen = select(env, ("nvidia-cudnn-cu13",))
+        plan = plan_removal(env, chosen, repair=False)
+        click.echo(
+            render_plan.to_text(plan, ("nvidia-cudnn-cu13",), env.target.site_packages), nl=False
+        )
         if keep:
             click.echo(f"\nThe environment stays at {built.venv}.")
     finally:
