@@ -105,51 +105,53 @@ class _Doctor:
 
     def roots(self) -> None:
         for load in self.env.loads:
-            failed = [
-                r
-                for r in load.resolutions
-                if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
-                and r.status in (Status.NOT_FOUND, Status.ERROR)
-            ]
-            if not failed:
-                continue
-            first = failed[0]
-            fix, dists = self.owner_fix(first.name)
-            self.problems.append(
-                Problem(
-                    severity=Severity.ERROR,
-                    code="root-unloadable",
-                    what=f"importing {_module(self.env, load.root)} would fail: "
-                    f"{first.name} {first.status.value}",
-                    why=self._why(first, dists),
-                    fix=fix,
-                    paths=(load.root,),
-                    distributions=dists,
-                )
+            first = next(
+                (
+                    r
+                    for r in load.resolutions
+                    if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
+                    and r.status in (Status.NOT_FOUND, Status.ERROR)
+                ),
+                None,
             )
+            if first is not None:
+                what = (
+                    f"importing {_module(self.env, load.root)} would fail: "
+                    f"{first.name} {first.status.value}"
+                )
+                self._cannot_load("root-unloadable", what, first, (load.root,))
 
     def preloads(self) -> None:
         seen: set[tuple[str, str]] = set()
         for load in self.env.loads:
             for r in load.resolutions:
-                if r.evidence is not Evidence.PRELOAD or r.status is Status.RESOLVED:
+                if r.evidence is not Evidence.PRELOAD or r.status in (
+                    Status.RESOLVED,
+                    Status.SYSTEM,
+                ):
                     continue
-                if r.status is Status.SYSTEM or (r.name, r.needed_by) in seen:
+                if (r.name, r.needed_by) in seen:
                     continue
                 seen.add((r.name, r.needed_by))
-                fix, dists = self.owner_fix(r.name)
-                self.problems.append(
-                    Problem(
-                        severity=Severity.ERROR,
-                        code="preload-unloadable",
-                        what=f"{_short(self.env, r.needed_by)} preloads "
-                        f"{_short(self.env, r.name)}, which cannot load",
-                        why=self._why(r, dists),
-                        fix=fix,
-                        paths=(r.name,),
-                        distributions=dists,
-                    )
+                what = (
+                    f"{_short(self.env, r.needed_by)} preloads {_short(self.env, r.name)}, "
+                    "which cannot load"
                 )
+                self._cannot_load("preload-unloadable", what, r, (r.name,))
+
+    def _cannot_load(self, code: str, what: str, r: Resolution, paths: tuple[str, ...]) -> None:
+        fix, dists = self.owner_fix(r.name)
+        self.problems.append(
+            Problem(
+                severity=Severity.ERROR,
+                code=code,
+                what=what,
+                why=self._why(r, dists),
+                fix=fix,
+                paths=paths,
+                distributions=dists,
+            )
+        )
 
     def _why(self, r: Resolution, dists: tuple[str, ...]) -> str:
         text = f"needed by {_short(self.env, r.needed_by)} ({r.evidence.value}); {r.detail}"
