@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 from collections.abc import Iterator, Mapping
 from email.parser import HeaderParser
@@ -172,3 +173,16 @@ def applicable_requirements(
                 yield requirement
         except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
             continue
+
+
+def reinstall_spec(dist: Distribution) -> str:
+    """What reinstalls this very distribution: its direct URL when it came from one (a
+    local wheel, a VCS checkout), else name==version."""
+    if dist.direct_url:
+        try:
+            url = json.loads(dist.direct_url).get("url")
+        except (ValueError, AttributeError):
+            url = None
+        if isinstance(url, str) and url:
+            return f"{dist.name} @ {url}"
+    return f"{dist.name}=={dist.version}"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 from enum import StrEnum
 
 from cudatx import facts
+from cudatx.dists import reinstall_spec
 from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
 from cudatx.scan import Environment
 
@@ -51,14 +51,7 @@ class DoctorReport(Frozen):
 
 def reinstall_command(env: Environment, dist: Distribution) -> str:
     """Restore a distribution's own bytes with the installer that put it there."""
-    spec = f"{dist.name}=={dist.version}"
-    if dist.direct_url:
-        try:
-            url = json.loads(dist.direct_url).get("url")
-        except (ValueError, AttributeError):
-            url = None
-        if isinstance(url, str) and url:
-            spec = f"{dist.name} @ {url}"
+    spec = reinstall_spec(dist)
     if (dist.installer or "").lower() == "uv":
         return (
             f"uv pip install --python {env.target.prefix} "

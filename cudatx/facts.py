@@ -170,7 +170,7 @@ class _Context:
     env: Environment
     digests: dict[tuple[str, str], str | None] = field(default_factory=dict)
     entries: dict[tuple[str, str], RecordEntry | None] = field(default_factory=dict)
-    view: FileView = field(default_factory=FileView)
+    view: FileView | None = None  # the environment's own, so no ELF is parsed twice
     dist_majors: dict[str, tuple[int, str] | None] = field(default_factory=dict)
     torch: tuple[str | None] | None = None
 
@@ -216,7 +216,7 @@ class _Context:
         return tuple(d for d in self.env.distributions if d.name in names)
 
     def elf(self, path: str) -> ElfInfo | None:
-        return self.view.probe(path).info
+        return (self.view or self.env.view).probe(path).info
 
     def torch_cuda(self) -> str | None:
         if self.torch is None:
@@ -224,7 +224,24 @@ class _Context:
         return self.torch[0]
 
 
+# Digests by file identity and state: a plan classifies the same co-owned files for every
+# root of every simulated pass, and cuDNN's are gigabytes. A file changed in place has
+# another size or mtime and is hashed again.
+_DIGESTS: dict[tuple[str, str, int, int, int, int], str | None] = {}
+
+
 def _hash_file(path: str, algorithm: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, algorithm, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = _hash_now(path, algorithm)
+    return _DIGESTS[key]
+
+
+def _hash_now(path: str, algorithm: str) -> str | None:
     try:
         hasher = hashlib.new(algorithm)
     except (ValueError, TypeError):

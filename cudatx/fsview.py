@@ -85,7 +85,9 @@ class FileView:
 class OverlayView(FileView):
     """The files as they would be after a change: `gone` paths (keys) are missing.
 
-    Shares the probes of the view it overlays, so a simulation parses no ELF twice.
+    Shares the probes of the view it overlays, so a simulation parses no ELF twice. A path
+    is gone when its own key is, or when it is a symlink whose target's key is: deleting
+    the target leaves the link dangling.
     """
 
     def __init__(self, base: FileView, gone: frozenset[str], key: Callable[[str], str]) -> None:
@@ -93,12 +95,22 @@ class OverlayView(FileView):
         self._base = base
         self._gone = gone
         self._key = key
+        self._verdicts: dict[str, bool] = {}
+
+    def _is_gone(self, path: str) -> bool:
+        verdict = self._verdicts.get(path)
+        if verdict is None:
+            verdict = self._key(path) in self._gone or (
+                os.path.islink(path) and self._key(os.path.realpath(path)) in self._gone
+            )
+            self._verdicts[path] = verdict
+        return verdict
 
     def probe(self, path: str) -> Probe:
-        return _MISSING if self._key(path) in self._gone else self._base.probe(path)
+        return _MISSING if self._is_gone(path) else self._base.probe(path)
 
     def strings(self, path: str) -> tuple[str, ...]:
-        return () if self._key(path) in self._gone else self._base.strings(path)
+        return () if self._is_gone(path) else self._base.strings(path)
 
     def glob(self, pattern: str) -> list[str]:
-        return [p for p in self._base.glob(pattern) if self._key(p) not in self._gone]
+        return [p for p in self._base.glob(pattern) if not self._is_gone(p)]

@@ -84,6 +84,7 @@ class Plan(Frozen):
     rebound: tuple[Rebound, ...]
     requirements_broken: tuple[RequirementBroken, ...]
     requirements_checked: bool
+    left_hollow: tuple[NameVersion, ...]  # stay, but lose files their RECORD lists (shared paths)
     preexisting: tuple[Preexisting, ...]
     repair: Repair | None  # a repair that would help, when the plan does not include it
     notes: tuple[str, ...]
@@ -301,6 +302,7 @@ def diff(
     )
     safe = not edges and not broken_roots and not requirements
     return Plan(
+        left_hollow=_left_hollow(env, removing, reinstalling),
         prefix=env.target.prefix,
         safe=safe,
         remove=tuple(_nv(d) for d in removing),
@@ -316,12 +318,25 @@ def diff(
     )
 
 
+def _left_hollow(
+    env: Environment, removing: tuple[Distribution, ...], reinstalling: tuple[Distribution, ...]
+) -> tuple[NameVersion, ...]:
+    """Distributions that stay though the removal deletes paths their RECORD lists too."""
+    deleted = set().union(*(_record_keys(env, d) for d in removing)) - set().union(
+        *(_record_keys(env, d) for d in reinstalling)
+    )
+    gone = {d.name for d in (*removing, *reinstalling)}
+    names = {n for key in deleted for n in env.owners.get(key, ()) if n not in gone}
+    return tuple(_nv(d) for d in env.distributions if d.name in names)
+
+
 def _repairs(
     env: Environment, plan: Plan, removing: tuple[Distribution, ...]
 ) -> tuple[Distribution, ...]:
-    """Distributions that stay and list a path whose deletion breaks something."""
+    """Distributions that stay and list a path the removal deletes: a broken need's file,
+    or any other file (they would be left hollow, installed but missing part of themselves)."""
     removed = {d.name for d in removing}
-    names: dict[str, None] = {}
+    names: dict[str, None] = {n.name: None for n in plan.left_hollow}
     for b in plan.broken:
         for owner in b.provider_owners:
             if owner not in removed:

@@ -15,6 +15,7 @@ from cudatx.scan import Environment
 
 _GLOB = set("*?[")
 _COMMENT = re.compile(r"(^|\s+)#.*$")  # pip's rule: '#' at the start or after whitespace
+_OPTION = re.compile(r"\s+--?[A-Za-z]")  # a requirement's own options: `pkg==1 --hash=...`
 
 
 def _cuda(env: Environment, spec: str) -> list[Distribution]:
@@ -44,16 +45,38 @@ def _one(env: Environment, spec: str) -> list[Distribution]:
     return [d for d in env.distributions if d.name == name]
 
 
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """pip's reading of a requirements file: comments stripped, `\\` continuations joined,
+    and per-requirement options (`--hash=...`, as pip-compile writes) cut off."""
+    out: list[tuple[int, str]] = []
+    pending = ""
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = _COMMENT.sub("", raw)
+        if not pending:
+            start = number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        line = (pending + line).strip()
+        pending = ""
+        line = _OPTION.split(line, maxsplit=1)[0].strip()
+        if line and not line.startswith("-"):  # pip options: -r, -c, --index-url, ...
+            out.append((start, line))
+    if pending.strip():
+        out.append((start, _OPTION.split(pending.strip(), maxsplit=1)[0].strip()))
+    return out
+
+
 def _requirements(path: str) -> list[str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(f"{path}: not UTF-8 text ({exc.reason})", path=path) from None
     except OSError as exc:
         raise UnreadableFile(f"{path}: {exc.strerror or exc}", path=path) from None
     names = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = _COMMENT.sub("", raw).strip()
-        if not line or line.startswith(("#", "-")):
-            continue  # comments and pip options (-r, -c, --index-url, ...)
+    for number, line in _logical_lines(text):
         try:
             names.append(Requirement(line).name)
         except InvalidRequirement as exc:

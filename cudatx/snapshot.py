@@ -439,6 +439,13 @@ def _verify_restored(snapshot: Snapshot) -> None:
             raise StoreError(f"restored folder {folder} is missing", path=folder)
 
 
+def check(txn_dir: Path, snapshot: Snapshot) -> None:
+    """What `restore` checks before writing anything: callers that change the environment
+    before restoring (removing what a transaction added) call it first."""
+    verify_saved(txn_dir, snapshot)
+    _precheck_targets(snapshot)
+
+
 def restore(txn_dir: Path, snapshot: Snapshot) -> None:
     """Put every saved file, symlink and folder back; idempotent.
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cudatx import running, snapshot
+from cudatx.dists import reinstall_spec
 from cudatx.errors import Conflict, Interrupted, InUse, RolledBack, StoreError
 from cudatx.models import Distribution
 from cudatx.plan import Plan
@@ -100,8 +101,10 @@ def _sha256(path: str) -> str | None:
 
 
 def _check_running(paths: list[str], options: Options) -> None:
+    if options.ignore_running:
+        return  # not even a scan: /proc may be unreadable where the user knows better
     report = running.processes_using(paths)
-    if options.ignore_running or not (report.holders or report.unknown):
+    if report.clear:
         return
     parts = []
     for h in report.holders:
@@ -150,9 +153,14 @@ def apply_removal(
             for d in env.distributions
         )
         folders = [d.metadata_dir for d in (*removing, *reinstalling)]
-        _, outside = snapshot.take(
-            store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
-        )
+        try:
+            _, outside = snapshot.take(
+                store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
+            )
+        except Exception:
+            # Nothing was changed yet (uv runs only after the snapshot): not interrupted.
+            journal.step("rolled back", error="the snapshot could not be written")
+            raise
         journal.step("snapshotted", outside=sorted(outside))
         try:
             _apply(journal, uv, env, removing, reinstalling, options)
@@ -197,7 +205,7 @@ def _apply(
                 "--reinstall-package",
                 dist.name,
                 *offline,
-                f"{dist.name}=={dist.version}",
+                reinstall_spec(dist),
             ],
         )
     journal.step("reinstalled")
@@ -226,16 +234,11 @@ def _verify(
     new_roots = [r for r in actual.broken_roots if r.root not in predicted_roots]
     if new_roots:
         raise RuntimeError(f"import of {new_roots[0].root} broke, which the plan did not predict")
-    # Whatever stays must match its RECORD, except the co-owners of paths the removal
-    # deletes and nothing reinstalls: the plan said they would be left hollow (--force).
-    deleted = {before.keys(os.path.join(d.site, e.path)) for d in removing for e in d.records} - {
-        before.keys(os.path.join(d.site, e.path)) for d in reinstalling for e in d.records
-    }
+    # Whatever stays must match its RECORD, except what the plan said the removal would
+    # leave hollow (shared paths it deletes and nothing reinstalls) and what already was.
     reinstalled = {d.name for d in reinstalling}
-    expected = {
-        name for key in deleted for name in before.owners.get(key, ()) if name not in reinstalled
-    }
-    already = {h.name for h in hollow(before)}  # not this change's doing
+    expected = {p.name for p in plan.left_hollow}
+    already = {h.name for h in hollow(before)}
     damaged = [
         h
         for h in hollow(after)
@@ -274,8 +277,13 @@ def _restore(store: Store, txn: str, journal: dict[str, Any]) -> None:
     prefix = journal["prefix"]
     keep = {f.path for f in saved.files} | set(saved.folders)
     names = {d["name"] for d in journal.get("remove", []) + journal.get("reinstall", [])}
-    snapshot.verify_saved(store.txn_dir(txn), saved)  # before the first change
-    _remove_added(prefix, names, keep)
+    snapshot.check(store.txn_dir(txn), saved)  # saved bytes and targets, before any change
+    try:
+        _remove_added(prefix, names, keep)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot remove {exc.filename}: {exc.strerror}", path=exc.filename
+        ) from None
     snapshot.restore(store.txn_dir(txn), saved)
 
 

@@ -851,6 +851,8 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
     assert lines[6] == "    " + HOLLOW_REASON.format(gone=CU12, stay=CU13)
     assert lines[7:] == [
         f"  import of {CUDNN_EXT} [cudnnuser] would fail: libcudnn.so.9 not found",
+        "Would leave hollow (installed, but missing files their RECORD lists):",
+        f" ! {CU13}=={CU13_VERSION}",
         "Already broken before this change (not counted): 3 (see `cudatx doctor`)",
         "Unsafe.",
         f"Suggested: cudatx remove 'nvidia-cudnn-cu1[2]' --dry-run --repair  (reinstalls {CU13} "

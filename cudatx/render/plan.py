@@ -67,6 +67,9 @@ def to_text(plan: Plan, specs: tuple[str, ...], sites: tuple[str, ...]) -> str:
     if plan.requirements_broken:
         lines.append("Would leave requirements unmet:")
         lines += [f"  {r.dist} requires {r.requirement}" for r in plan.requirements_broken]
+    if plan.left_hollow:
+        lines.append("Would leave hollow (installed, but missing files their RECORD lists):")
+        lines += [f" ! {p.name}=={p.version}" for p in plan.left_hollow]
     if plan.rebound:
         lines.append("Would rebind (the loader finds another file):")
         for rb in plan.rebound:
@@ -87,10 +90,10 @@ def to_text(plan: Plan, specs: tuple[str, ...], sites: tuple[str, ...]) -> str:
         lines.append("Safe: nothing that loads now would stop loading.")
     else:
         lines.append("Unsafe.")
-        if plan.repair is not None:
-            verdict = "safe" if plan.repair.safe else "still unsafe"
-            names = ", ".join(p.name for p in plan.repair.reinstall)
-            lines.append(
-                f"Suggested: {command} --repair  (reinstalls {names} after the removal; {verdict})"
-            )
+    if plan.repair is not None:
+        verdict = "safe" if plan.repair.safe else "still unsafe"
+        names = ", ".join(p.name for p in plan.repair.reinstall)
+        lines.append(
+            f"Suggested: {command} --repair  (reinstalls {names} after the removal; {verdict})"
+        )
     return "\n".join(lines) + "\n"
