@@ -18,16 +18,9 @@ from cudatx.errors import CudatxError, ExitCode
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def target_options(command: F) -> F:
-    """--python and --ld-library-path, shared by every subcommand that reads an environment."""
-    command = click.option(
-        "--ld-library-path",
-        metavar="PATH",
-        default=None,
-        help="LD_LIBRARY_PATH of the process that will load the libraries "
-        "[default: the current value; '' for none].",
-    )(command)
-    command = click.option(
+def python_option(command: F) -> F:
+    """--python, accepted by every subcommand."""
+    return click.option(
         "--python",
         "-p",
         metavar="PATH",
@@ -35,7 +28,18 @@ def target_options(command: F) -> F:
         help="Interpreter or environment folder to inspect [default: as uv finds it: "
         "VIRTUAL_ENV, CONDA_PREFIX, .venv here or above, then cudatx's own Python].",
     )(command)
-    return command
+
+
+def target_options(command: F) -> F:
+    """--python and --ld-library-path, for the subcommands that replay the loader."""
+    command = click.option(
+        "--ld-library-path",
+        metavar="PATH",
+        default=None,
+        help="LD_LIBRARY_PATH of the process that will load the libraries "
+        "[default: the current value; '' for none].",
+    )(command)
+    return python_option(command)
 
 
 def _scan(python: str | None, ld_library_path: str | None) -> Any:
@@ -247,12 +251,10 @@ def remove(
 
 @cli.command()
 @click.argument("txn", metavar="[ID]", required=False)
-@target_options
+@python_option
 @click.option("--force", is_flag=True, help="Roll back even where files changed since.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-def rollback(
-    txn: str | None, python: str | None, ld_library_path: str | None, force: bool, yes: bool
-) -> None:
+def rollback(txn: str | None, python: str | None, force: bool, yes: bool) -> None:
     """Put the environment back as it was before transaction ID (default: the latest), from
     the bytes cudatx saved: no network, no package index."""
     from cudatx.errors import UsageError
@@ -270,9 +272,9 @@ def rollback(
 
 
 @cli.group(invoke_without_command=True)
-@target_options
+@python_option
 @click.pass_context
-def history(ctx: click.Context, python: str | None, ld_library_path: str | None) -> None:
+def history(ctx: click.Context, python: str | None) -> None:
     """The transactions recorded for this environment."""
     ctx.obj = python
     if ctx.invoked_subcommand is not None:
@@ -290,11 +292,9 @@ def history(ctx: click.Context, python: str | None, ld_library_path: str | None)
 
 @history.command("prune")
 @click.option("--keep", type=click.IntRange(min=1), required=True, help="Snapshots to keep.")
-@target_options
+@python_option
 @click.pass_obj
-def history_prune(
-    group_python: str | None, keep: int, python: str | None, ld_library_path: str | None
-) -> None:
+def history_prune(group_python: str | None, keep: int, python: str | None) -> None:
     """Free the snapshots of older transactions (never the latest); journals stay."""
     from cudatx.target import find_target
     from cudatx.txn import prune
@@ -305,11 +305,9 @@ def history_prune(
 
 @history.command("show")
 @click.argument("txn", metavar="ID")
-@target_options
+@python_option
 @click.pass_obj
-def history_show(
-    group_python: str | None, txn: str, python: str | None, ld_library_path: str | None
-) -> None:
+def history_show(group_python: str | None, txn: str, python: str | None) -> None:
     """One transaction's journal, as JSON."""
     import json
 
