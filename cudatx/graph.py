@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import networkx as nx
 from packaging.requirements import Requirement
@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudatx.dists import applicable_requirements
 from cudatx.errors import NotInEnvironment
-from cudatx.models import Resolution, Status
+from cudatx.models import Status
 from cudatx.scan import Environment, PathKeys
 
 DIST = "distribution"
@@ -62,12 +62,6 @@ def missing_id(name: str) -> str:
     return f"missing:{name}"
 
 
-def _resolutions(env: Environment) -> Iterator[Resolution]:
-    yield from env.base.resolutions
-    for load in env.loads:
-        yield from load.resolutions
-
-
 class _Short:
     """A file's label: its path relative to the site folder holding it, else the path."""
 
@@ -85,7 +79,7 @@ class _Short:
 
 def build_graph(env: Environment) -> nx.MultiDiGraph:
     """The environment as a graph; nodes and edges are added in a sorted, stable order."""
-    resolutions = list(_resolutions(env))
+    resolutions = list(env.resolutions())
     short = _Short(env)
 
     # -- files: every needer, every file a need resolved to, every load root ----------------

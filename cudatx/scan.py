@@ -6,6 +6,7 @@ import dataclasses
 import os
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from cudatx.elf import dynstr_contains, read_elf
 from cudatx.errors import ElfReadError, EnvironmentNotFound
 from cudatx.fsview import FileView, Seen
 from cudatx.loader import LoadResult, Process
-from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget
+from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget, Resolution
 from cudatx.preload import read_preloads
 from cudatx.runtime import PackageContext, RootLoader, locate_preloads
 from cudatx.system import SystemLoader, probe_system
@@ -63,6 +64,12 @@ class Environment:
     base: LoadResult  # the interpreter's own start-up
     loads: tuple[LoadResult, ...]  # one per root, each from a fresh interpreter
     contexts: tuple[PackageContext, ...]  # packages that load libraries by hand (torch)
+
+    def resolutions(self) -> Iterator[Resolution]:
+        """Every need resolved: the interpreter's start-up, then each root's."""
+        yield from self.base.resolutions
+        for load in self.loads:
+            yield from load.resolutions
 
     def distribution(self, name: str) -> Distribution | None:
         return next((d for d in self.distributions if d.name == name), None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 from cudatx.errors import NotInEnvironment, UnreadableFile
 from cudatx.models import Attempt, Evidence, Frozen, How, Resolution, Status
@@ -70,12 +69,6 @@ def _owners(env: Environment, path: str | None) -> tuple[Owner, ...]:
     return tuple(Owner(name=d.name, version=d.version) for d in env.owners_of(path))
 
 
-def _all(env: Environment) -> Iterator[Resolution]:
-    yield from env.base.resolutions
-    for load in env.loads:
-        yield from load.resolutions
-
-
 def _first_mapping(env: Environment, reused: Resolution) -> Resolution | None:
     """The resolution that mapped a reused object first, in the same process."""
     loads = [env.base] + [ld for ld in env.loads if ld.root == reused.root]
@@ -119,13 +112,15 @@ def explain(env: Environment, query: str) -> WhyReport:
         if not os.access(located, os.R_OK):
             raise UnreadableFile(f"{query}: permission denied", path=query)
         wanted = env.keys(located)
-        matches = [r for r in _all(env) if r.path is not None and env.keys(r.path) == wanted]
+        matches = [
+            r for r in env.resolutions() if r.path is not None and env.keys(r.path) == wanted
+        ]
         files = (FileFact(path=wanted, owners=_owners(env, located)),)
     else:
         # A library opened by path (a preload, a dlopen with '/') answers to its file name.
         matches = [
             r
-            for r in _all(env)
+            for r in env.resolutions()
             if r.name == query or ("/" in r.name and os.path.basename(r.name) == query)
         ]
         files = tuple(
