@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from cudatx.errors import StoreError
 from cudatx.models import Frozen
-from cudatx.store import fsync_dir, make_private_dir
+from cudatx.store import fsync_dir, make_private_dir, write_and_sync
 
 SNAPSHOT = "snapshot"
 SNAPSHOT_TMP = "snapshot.tmp"
@@ -160,14 +160,7 @@ def _save_regular(path: str, live: os.stat_result, target: Path) -> tuple[str, i
 
 
 def _write_new(path: Path, data: bytes) -> None:
-    fd = os.open(path, _CREATE, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_and_sync(os.open(path, _CREATE, 0o600), data)
 
 
 def _remove_stale(path: Path) -> None:

@@ -80,6 +80,17 @@ def make_private_dir(path: Path) -> bool:
     return created
 
 
+def write_and_sync(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (os.write may write less), fsync it, and close it."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace `path` with `data`: a crash leaves the old content or the new, never a mix.
 
@@ -92,13 +103,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     folder = path.parent
     fd, tmp = tempfile.mkstemp(prefix=".cudatx-", suffix=".tmp", dir=folder)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_and_sync(fd, data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

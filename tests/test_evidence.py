@@ -59,14 +59,6 @@ GONE = "gone/lib/libgone.so.2"
 STRINGS = "strs/lib/libstrings.so.1"
 STRINGS_RP = "strs_rp/lib/libstrings_rp.so.1"
 
-_JUDGE_HOW = {
-    How.RPATH: "rpath",
-    How.RUNPATH: "runpath",
-    How.LD_LIBRARY_PATH: "ld_library_path",
-    How.LD_SO_CACHE: "ld.so.cache",
-    How.DEFAULT: "default",
-    How.PATH: "path",
-}
 
 CUDA_LIBS_LIST = """\
     cuda_libs: list[tuple[str, str]] = [
@@ -185,7 +177,7 @@ def assert_agrees(fx: Venv, load: LoadResult, seen: Observation) -> None:
             # library's $ORIGIN is the very folder its loader's RPATH named, so the label of a
             # dlopen from it is not its own. DT_NEEDED searches here use folders of their own.
             if r.evidence is Evidence.DT_NEEDED and r.how is not None:
-                assert asked.how == _JUDGE_HOW[r.how], (r, asked)
+                assert asked.how == r.how.value, (r, asked)
         elif r.evidence in (Evidence.DLOPEN, Evidence.DLOPEN_STRING):
             assert asked is not None and not asked.found, (r, asked)
         elif r.evidence is Evidence.PRELOAD:

@@ -29,15 +29,6 @@ from tests.support import (
     uv_install,
 )
 
-_JUDGE_HOW = {
-    How.RPATH: "rpath",
-    How.RUNPATH: "runpath",
-    How.LD_LIBRARY_PATH: "ld_library_path",
-    How.LD_SO_CACHE: "ld.so.cache",
-    How.DEFAULT: "default",
-    How.PATH: "path",
-}
-
 
 @dataclass
 class Fixture:
@@ -230,7 +221,7 @@ def assert_agrees(fx: Fixture, load: LoadResult, seen: Observation) -> None:
             continue
         assert asked is not None, f"glibc made no request for {r.name} by {r.needed_by}"
         assert asked.provider_realpath == _real(r.path or ""), (r, asked)
-        assert asked.how == _JUDGE_HOW[r.how], (r, asked)
+        assert asked.how == r.how.value, (r, asked)
         if r.how in (How.RPATH, How.RUNPATH):
             assert asked.how_source is not None and r.source is not None
             assert _real(asked.how_source) == _real(r.source), (r, asked)
