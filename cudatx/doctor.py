@@ -9,6 +9,7 @@ from enum import StrEnum
 from cudatx import facts
 from cudatx.dists import reinstall_spec
 from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
+from cudatx.paths import site_relative
 from cudatx.scan import Environment
 
 SCHEMA_VERSION = 1
@@ -64,17 +65,7 @@ def reinstall_command(env: Environment, dist: Distribution) -> str:
 def _short(env: Environment, path: str) -> str:
     """A path as users know it: folders resolved (no `torch/lib/../..`), relative to the site
     folder when inside one. The loader's spelling depends on which root mapped it first."""
-    key = env.keys(path)
-    for site in env.target.site_packages:
-        for folder in (site, os.path.realpath(site)):
-            prefix = os.path.join(folder, "")
-            if key.startswith(prefix):
-                return key[len(prefix) :]
-    return key
-
-
-def _module(env: Environment, root: str) -> str:
-    return _short(env, root)
+    return site_relative(env.keys(path), env.target.site_packages)
 
 
 class _Doctor:
@@ -109,7 +100,7 @@ class _Doctor:
             )
             if first is not None:
                 what = (
-                    f"importing {_module(self.env, load.root)} would fail: "
+                    f"importing {_short(self.env, load.root)} would fail: "
                     f"{first.name} {first.status.value}"
                 )
                 self._cannot_load("root-unloadable", what, first, (load.root,))

@@ -33,6 +33,7 @@ from packaging.version import InvalidVersion, Version
 from cudatx.dists import applicable_requirements
 from cudatx.errors import NotInEnvironment
 from cudatx.models import Status
+from cudatx.paths import site_relative
 from cudatx.scan import Environment, PathKeys
 
 DIST = "distribution"
@@ -62,25 +63,13 @@ def missing_id(name: str) -> str:
     return f"missing:{name}"
 
 
-class _Short:
-    """A file's label: its path relative to the site folder holding it, else the path."""
-
-    def __init__(self, env: Environment) -> None:
-        sites = {os.path.join(s, "") for s in env.target.site_packages}
-        sites |= {os.path.join(os.path.realpath(s), "") for s in env.target.site_packages}
-        self.sites = sorted(sites, key=len, reverse=True)
-
-    def __call__(self, path: str) -> str:
-        for site in self.sites:
-            if path.startswith(site):
-                return path[len(site) :]
-        return path
-
-
 def build_graph(env: Environment) -> nx.MultiDiGraph:
     """The environment as a graph; nodes and edges are added in a sorted, stable order."""
     resolutions = list(env.resolutions())
-    short = _Short(env)
+    sites = tuple(env.target.site_packages)
+
+    def short(path: str) -> str:
+        return site_relative(path, sites)
 
     # -- files: every needer, every file a need resolved to, every load root ----------------
     files: set[str] = {env.keys(root) for root in env.roots}

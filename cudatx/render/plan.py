@@ -6,6 +6,7 @@ import os
 import shlex
 from collections import defaultdict
 
+from cudatx.paths import site_relative
 from cudatx.plan import Broken, NameVersion, Plan
 
 
@@ -26,12 +27,7 @@ def _short(path: str | None, sites: tuple[str, ...]) -> str:
     if ".." in path.split("/"):
         # The loader's spelling (`torch/lib/../../nvidia`); show the file it reached.
         path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-    for site in sites:
-        for folder in (site, os.path.realpath(site)):
-            prefix = os.path.join(folder, "")
-            if path.startswith(prefix):
-                return path[len(prefix) :]
-    return path
+    return site_relative(path, sites)
 
 
 def _broken(by_soname: dict[str, list[Broken]], sites: tuple[str, ...]) -> list[str]:
