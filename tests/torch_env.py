@@ -61,7 +61,15 @@ def download_wheels(names: list[str], folder: Path) -> list[Path]:
 
 
 def copy_env(pristine: Path, into: Path) -> Path:
-    """A copy to change (5 GB: reflinked where the filesystem can)."""
+    """A copy to change, its files hard-linked to the pristine ones (5 GB that cost no space).
+
+    Safe for what the tests do to it: uv and pip unlink or rename over a file before writing
+    it, and cudatx restores by rename (the same fact cudatx/snapshot.py relies on), so no
+    write lands in a shared inode. Where the folders are on different filesystems, a copy.
+    """
     copy = into / "env"
-    subprocess.run(["cp", "-a", "--reflink=auto", str(pristine), str(copy)], check=True)
+    if os.stat(pristine).st_dev != os.stat(into).st_dev:
+        subprocess.run(["cp", "-a", "--reflink=auto", str(pristine), str(copy)], check=True)
+    else:
+        subprocess.run(["cp", "-a", "--link", str(pristine), str(copy)], check=True)
     return copy
