@@ -42,6 +42,19 @@ def target_options(command: F) -> F:
     return python_option(command)
 
 
+def _command_line(
+    command: str, args: tuple[str, ...], *options: tuple[str, tuple[str, ...]]
+) -> str:
+    """The cudatx command a plan's suggestion repeats (shell-quoted, without --dry-run)."""
+    import shlex
+
+    words = ["cudatx", command, *args]
+    for flag, values in options:
+        for value in values:
+            words += [flag, value]
+    return " ".join(shlex.quote(w) for w in words)
+
+
 def _scan(python: str | None, ld_library_path: str | None) -> Any:
     from cudatx.scan import scan
 
@@ -128,102 +141,83 @@ def graph(
     click.echo(render(result, fmt), nl=False)
 
 
-@cli.command()
-@click.argument("specs", nargs=-1, metavar="SPEC...")
-@click.option(
-    "-r",
-    "--requirement",
-    "requirement_files",
-    metavar="FILE",
-    multiple=True,
-    help="Remove the distributions named in a requirements file.",
-)
-@click.option("--dry-run", is_flag=True, help="Only say what would happen; change nothing.")
-@click.option("--force", is_flag=True, help="Apply even an unsafe plan.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@click.option(
-    "--ignore-running", is_flag=True, help="Apply even while processes map affected files."
-)
-@click.option("--offline", is_flag=True, help="Pass --offline to uv.")
-@click.option(
-    "--find-links",
-    metavar="DIR|URL",
-    multiple=True,
-    help="Passed to uv for the reinstalls (where their wheels are).",
-)
-@click.option(
-    "--uv", metavar="PATH", default=None, help="The uv binary [default: the uv package's]."
-)
-@click.option(
-    "--verify",
-    metavar="CMD",
-    default=None,
-    help="A command run in the environment after the change; failing rolls it back.",
-)
-@click.option(
-    "--repair",
-    is_flag=True,
-    help="After the removal, reinstall (--no-deps, same version) the distributions that "
-    "listed the deleted shared paths too.",
-)
-@click.option(
-    "--no-requirements-check",
-    is_flag=True,
-    help="Leave unmet Requires-Dist out of the verdict.",
-)
-@target_options
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
-def remove(
-    specs: tuple[str, ...],
-    requirement_files: tuple[str, ...],
-    dry_run: bool,
-    force: bool,
-    yes: bool,
-    ignore_running: bool,
-    offline: bool,
-    find_links: tuple[str, ...],
-    uv: str | None,
-    verify: str | None,
-    repair: bool,
-    no_requirements_check: bool,
-    python: str | None,
-    ld_library_path: str | None,
-    as_json: bool,
+def change_options(command: F) -> F:
+    """The options every command that changes an environment takes (remove, install, sync)."""
+    for decorator in reversed(
+        [
+            click.option(
+                "--dry-run", is_flag=True, help="Only say what would happen; change nothing."
+            ),
+            click.option("--force", is_flag=True, help="Apply even an unsafe plan."),
+            click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
+            click.option(
+                "--ignore-running",
+                is_flag=True,
+                help="Apply even while processes map affected files.",
+            ),
+            click.option("--offline", is_flag=True, help="Pass --offline to uv."),
+            click.option(
+                "--find-links",
+                metavar="DIR|URL",
+                multiple=True,
+                help="Passed to uv for the installs (where their wheels are).",
+            ),
+            click.option(
+                "--uv",
+                metavar="PATH",
+                default=None,
+                help="The uv binary [default: the uv package's].",
+            ),
+            click.option(
+                "--verify",
+                metavar="CMD",
+                default=None,
+                help="A command run in the environment after the change; failing rolls it back.",
+            ),
+            click.option(
+                "--repair",
+                is_flag=True,
+                help="After the change, reinstall (--no-deps, same version) the distributions "
+                "that listed the deleted shared paths too.",
+            ),
+            click.option(
+                "--no-requirements-check",
+                is_flag=True,
+                help="Leave unmet Requires-Dist out of the verdict.",
+            ),
+        ]
+    ):
+        command = decorator(command)
+    return command
+
+
+def _carry_out(
+    env: Any,
+    plan: Any,
+    command: str,
+    removing: tuple[Any, ...],
+    installing: tuple[tuple[Any, str], ...],
+    flags: dict[str, Any],
+    uv_args: tuple[str, ...] = (),
 ) -> None:
-    """Remove distributions, safely: SPEC is a name, a glob over names ('nvidia-*-cu13'), or
-    cuda:N (every distribution whose libraries are CUDA N builds). Shows the plan first;
-    applies it through uv with a snapshot that `cudatx rollback` restores. With --dry-run:
-    exit 0 when safe, 1 when something that loads now would stop loading."""
+    """Show a plan; for a dry run, its verdict; otherwise confirm and apply it."""
     from cudatx.errors import Refused, UsageError
-    from cudatx.plan import plan_removal
     from cudatx.render import plan as render
-    from cudatx.selection import select
 
-    env = _scan(python, ld_library_path)
-    if not dry_run:
-        from cudatx.store import Store
-        from cudatx.txn import refuse_if_interrupted
-
-        store = Store(env.target.prefix)
-        if store.ids():  # none recorded: nothing to complete (and no store is created)
-            with store.lock():  # Busy while another transaction runs: not interrupted
-                refuse_if_interrupted(store)
-    chosen = select(env, specs, requirement_files)
-    plan = plan_removal(env, chosen, repair=repair, check_requirements=not no_requirements_check)
-    if as_json:
+    if flags["as_json"]:
         click.echo(render.to_json(plan))
     else:
-        click.echo(render.to_text(plan, specs, env.target.site_packages), nl=False)
-    if dry_run:
+        click.echo(render.to_text(plan, command, env.target.site_packages), nl=False)
+    if flags["dry_run"]:
         if not plan.safe:
             raise SystemExit(int(ExitCode.FINDINGS))
         return
-    if not plan.safe and not force:
+    if not plan.safe and not flags["force"]:
         raise Refused(
             "refusing to apply an unsafe plan (see 'Would break' above); --force to apply it "
             "anyway, --repair to restore what co-owners lose"
         )
-    if not yes:
+    if not flags["yes"]:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to apply the plan")
         click.confirm("Proceed?", abort=True, err=True)
@@ -234,19 +228,170 @@ def remove(
     txn = apply_removal(
         env,
         plan,
-        chosen,
+        removing,
         tuple(d for d in env.distributions if d.name in names),
         Options(
-            uv=uv,
-            offline=offline,
-            find_links=find_links,
-            verify=verify,
-            ignore_running=ignore_running,
-            command=" ".join(["cudatx", "remove", *sys.argv[2:]]),
+            uv=flags["uv"],
+            offline=flags["offline"],
+            find_links=flags["find_links"],
+            verify=flags["verify"],
+            ignore_running=flags["ignore_running"],
+            command=" ".join(["cudatx", *sys.argv[1:]]),
+            uv_args=uv_args,
         ),
-        lambda: scan(python, ld_library_path=env.ld_library_path),
+        lambda: scan(flags["python"], ld_library_path=env.ld_library_path),
+        installing,
     )
     click.echo(f"Applied as transaction {txn}; `cudatx rollback` undoes it.", err=True)
+
+
+def _refuse_if_interrupted(env: Any) -> None:
+    from cudatx.store import Store
+    from cudatx.txn import refuse_if_interrupted
+
+    store = Store(env.target.prefix)
+    if store.ids():  # none recorded: nothing to complete (and no store is created)
+        with store.lock():  # Busy while another transaction runs: not interrupted
+            refuse_if_interrupted(store)
+
+
+@cli.command()
+@click.argument("specs", nargs=-1, metavar="SPEC...")
+@click.option(
+    "-r",
+    "--requirement",
+    "requirement_files",
+    metavar="FILE",
+    multiple=True,
+    help="Remove the distributions named in a requirements file.",
+)
+@change_options
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
+def remove(
+    specs: tuple[str, ...],
+    requirement_files: tuple[str, ...],
+    python: str | None,
+    ld_library_path: str | None,
+    **flags: Any,
+) -> None:
+    """Remove distributions, safely: SPEC is a name, a glob over names ('nvidia-*-cu13'), or
+    cuda:N (every distribution whose libraries are CUDA N builds). Shows the plan first;
+    applies it through uv with a snapshot that `cudatx rollback` restores. With --dry-run:
+    exit 0 when safe, 1 when something that loads now would stop loading."""
+    from cudatx.plan import plan_removal
+    from cudatx.selection import select
+
+    env = _scan(python, ld_library_path)
+    if not flags["dry_run"]:
+        _refuse_if_interrupted(env)
+    chosen = select(env, specs, requirement_files)
+    plan = plan_removal(
+        env, chosen, repair=flags["repair"], check_requirements=not flags["no_requirements_check"]
+    )
+    command = _command_line("remove", specs, ("-r", requirement_files))
+    _carry_out(env, plan, command, chosen, (), {**flags, "python": python})
+
+
+def index_options(command: F) -> F:
+    """Index options passed on to uv for the dry run, the staging and the install."""
+    command = click.option("--extra-index-url", metavar="URL", multiple=True, help="Passed to uv.")(
+        command
+    )
+    return click.option("--index-url", "-i", metavar="URL", default=None, help="Passed to uv.")(
+        command
+    )
+
+
+def _propose_and_carry_out(
+    uv_command: str,
+    args: tuple[str, ...],
+    command: str,
+    python: str | None,
+    ld_library_path: str | None,
+    flags: dict[str, Any],
+) -> None:
+    from cudatx.change import propose
+    from cudatx.uvrun import find_uv
+
+    index = [] if flags["index_url"] is None else ["--index-url", flags["index_url"]]
+    index += [a for url in flags["extra_index_url"] for a in ("--extra-index-url", url)]
+    uv_args = tuple(index)
+    env = _scan(python, ld_library_path)
+    if not flags["dry_run"]:
+        _refuse_if_interrupted(env)
+    offline = ["--offline"] if flags["offline"] else []
+    offline += [a for link in flags["find_links"] for a in ("--find-links", link)]
+    proposal = propose(
+        env,
+        find_uv(flags["uv"]),
+        uv_command,
+        args,
+        [*offline, *uv_args],
+        repair=flags["repair"],
+        check_requirements=not flags["no_requirements_check"],
+    )
+    specs = {a.name: a.spec for a in proposal.arrivals}
+    installing = tuple((d, specs[d.name]) for d in proposal.installing)
+    _carry_out(
+        env,
+        proposal.plan,
+        command,
+        proposal.removing,
+        installing,
+        {**flags, "python": python},
+        uv_args,
+    )
+
+
+@cli.command()
+@click.argument("specs", nargs=-1, metavar="SPEC...")
+@click.option(
+    "-r",
+    "--requirement",
+    "requirement_files",
+    metavar="FILE",
+    multiple=True,
+    help="Install what a requirements file names (as `uv pip install -r`).",
+)
+@change_options
+@index_options
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
+def install(
+    specs: tuple[str, ...],
+    requirement_files: tuple[str, ...],
+    python: str | None,
+    ld_library_path: str | None,
+    **flags: Any,
+) -> None:
+    """Install or upgrade distributions, safely: what `uv pip install SPEC...` would do,
+    staged and simulated first (files written over shared paths change their bytes), then
+    applied with a snapshot that `cudatx rollback` restores. With --dry-run: exit 0 when
+    safe, 1 when something that loads now would stop loading or mix CUDA majors."""
+    from cudatx.errors import UsageError
+
+    if not specs and not requirement_files:
+        raise UsageError("nothing to install: give at least one SPEC or -r FILE")
+    args = (*specs, *(a for f in requirement_files for a in ("-r", f)))
+    command = _command_line("install", specs, ("-r", requirement_files))
+    _propose_and_carry_out("install", args, command, python, ld_library_path, flags)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@change_options
+@index_options
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
+def sync(
+    files: tuple[str, ...], python: str | None, ld_library_path: str | None, **flags: Any
+) -> None:
+    """Make the environment match requirements or pylock files exactly, safely: what
+    `uv pip sync FILE...` would do (uninstall what they do not list, install and upgrade
+    what they pin), staged and simulated first, then applied with a snapshot."""
+    command = _command_line("sync", files)
+    _propose_and_carry_out("sync", files, command, python, ld_library_path, flags)
 
 
 @cli.command()
@@ -369,7 +514,8 @@ def demo(keep: str | None, compiler: str | None) -> None:
         chosen = select(env, ("nvidia-cudnn-cu13",))
         plan = plan_removal(env, chosen, repair=False)
         click.echo(
-            render_plan.to_text(plan, ("nvidia-cudnn-cu13",), env.target.site_packages), nl=False
+            render_plan.to_text(plan, "cudatx remove nvidia-cudnn-cu13", env.target.site_packages),
+            nl=False,
         )
         if keep:
             click.echo(f"\nThe environment stays at {built.venv}.")

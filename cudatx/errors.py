@@ -23,6 +23,7 @@ class ExitCode(IntEnum):
     ROLLED_BACK = 10  # applying or verifying failed; the environment was rolled back
     CONFLICT = 11  # rollback refused: the environment changed since the transaction
     STORE = 12  # the snapshot store is missing, incomplete or corrupt
+    UV = 13  # uv could not say what it would do, or stage it (resolution, index, network)
     INTERNAL = 70  # a bug in cudatx (EX_SOFTWARE)
 
 

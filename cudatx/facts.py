@@ -178,7 +178,9 @@ class _Context:
         """The file's digest as RECORD writes it; None if it cannot be read or hashed."""
         cache_key = (path, algorithm)
         if cache_key not in self.digests:
-            self.digests[cache_key] = _hash_file(path, algorithm)
+            # In a simulated install the bytes at `path` are a staged file's.
+            real = (self.view or self.env.view).real(path)
+            self.digests[cache_key] = _hash_file(real, algorithm)
         return self.digests[cache_key]
 
     def entry(self, dist: Distribution, key: str) -> RecordEntry | None:
@@ -551,7 +553,7 @@ def torch_cuda(env: Environment) -> str | None:
         "torch/version.py",
     )
     try:
-        with open(os.path.join(dist.site, relative), "rb") as stream:
+        with open(env.view.real(os.path.join(dist.site, relative)), "rb") as stream:
             tree = ast.parse(stream.read())
     except (OSError, SyntaxError, ValueError):
         return None

@@ -6,6 +6,7 @@ view in which a simulated change has happened.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 import stat
@@ -62,6 +63,11 @@ class FileView:
         """Python's glob, in its own (directory) order, as the package's code sees it."""
         return glob.glob(pattern)
 
+    def real(self, path: str) -> str:
+        """The file that holds the bytes `path` would have: itself, unless a simulated
+        install puts a staged file there."""
+        return path
+
     def _probe(self, path: str) -> Probe:
         try:
             st = os.stat(path)
@@ -83,18 +89,28 @@ class FileView:
 
 
 class OverlayView(FileView):
-    """The files as they would be after a change: `gone` paths (keys) are missing.
+    """The files as they would be after a change: `gone` paths (keys) are missing, and
+    `arriving` paths (keys) hold the bytes of a staged file (a simulated install).
 
     Shares the probes of the view it overlays, so a simulation parses no ELF twice. A path
     is gone when its own key is, or when it is a symlink whose target's key is: deleting
-    the target leaves the link dangling.
+    the target leaves the link dangling. An arriving path is probed at its staged file, so
+    its ELF facts are the new bytes', while the loader keeps the target path (and its
+    $ORIGIN).
     """
 
-    def __init__(self, base: FileView, gone: frozenset[str], key: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        base: FileView,
+        gone: frozenset[str],
+        key: Callable[[str], str],
+        arriving: dict[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self._base = base
         self._gone = gone
         self._key = key
+        self._arriving = arriving or {}
         self._verdicts: dict[str, bool] = {}
 
     def _is_gone(self, path: str) -> bool:
@@ -106,11 +122,34 @@ class OverlayView(FileView):
             self._verdicts[path] = verdict
         return verdict
 
+    def real(self, path: str) -> str:
+        staged = self._arriving.get(self._key(path)) if self._arriving else None
+        return staged if staged is not None else self._base.real(path)
+
     def probe(self, path: str) -> Probe:
+        staged = self._arriving.get(self._key(path)) if self._arriving else None
+        if staged is not None:
+            return self._base.probe(staged)
         return _MISSING if self._is_gone(path) else self._base.probe(path)
 
     def strings(self, path: str) -> tuple[str, ...]:
+        staged = self._arriving.get(self._key(path)) if self._arriving else None
+        if staged is not None:
+            return self._base.strings(staged)
         return () if self._is_gone(path) else self._base.strings(path)
 
     def glob(self, pattern: str) -> list[str]:
-        return [p for p in self._base.glob(pattern) if not self._is_gone(p)]
+        found = [p for p in self._base.glob(pattern) if not self._is_gone(p)]
+        if self._arriving:
+            # New files come after the ones there now: directory order after an install
+            # cannot be known beforehand, and torch takes the first match.
+            have = {self._key(p) for p in found}
+            folder = os.path.dirname(self._key(os.path.join(os.path.dirname(pattern), "x")))
+            found += sorted(
+                k
+                for k in self._arriving
+                if k not in have
+                and os.path.dirname(k) == folder
+                and fnmatch.fnmatchcase(os.path.basename(k), os.path.basename(pattern))
+            )
+        return found

@@ -1,11 +1,15 @@
-"""The removal planner: what removing distributions would break, before anything is touched.
+"""The planner: what removing, installing or upgrading distributions would break, before
+anything is touched.
 
-A plan is a diff (design.md section 3). The environment is replayed twice on the same
-files: as it is, and through an overlay in which every path the removed distributions'
-RECORDs list is gone, co-owned paths included, because that is what uv and pip delete.
-Edges satisfied before and not after are broken; edges whose provider changes are rebound;
-Requires-Dist of what stays that stop being met are broken requirements. What was already
-broken before is reported apart and never makes a plan unsafe.
+A plan is a diff (design.md section 3). The environment is replayed twice: as it is, and
+through an overlay in which every path the removed distributions' RECORDs list is gone,
+co-owned paths included, because that is what uv and pip delete, and every file an
+arriving distribution writes holds its staged bytes (cudatx.stage), because uv writes over
+whatever is there. Edges satisfied before and not after are broken; edges whose provider
+changes (another file, or other bytes at the same path) are rebound; a rebinding that
+leaves torch resolving a library built for another CUDA major is a break too; Requires-Dist
+that stop being met are broken requirements. What was already broken before is reported
+apart and never makes a plan unsafe.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ import dataclasses
 import os
 from collections import defaultdict
 
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from cudatx.dists import applicable_requirements
+from cudatx.facts import Mixed
 from cudatx.fsview import OverlayView
 from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
-from cudatx.scan import Environment, load_roots, owners_index
+from cudatx.scan import Environment, extension_roots, load_roots, owners_index
 
 SCHEMA_VERSION = 1
 _MET = (Status.RESOLVED, Status.SYSTEM)
@@ -79,12 +86,17 @@ class Plan(Frozen):
     safe: bool
     remove: tuple[NameVersion, ...]
     reinstall: tuple[NameVersion, ...]
+    install: tuple[NameVersion, ...] = ()  # arriving (new, or the new version of an upgrade)
     broken: tuple[Broken, ...]
     broken_roots: tuple[BrokenRoot, ...]
     rebound: tuple[Rebound, ...]
     requirements_broken: tuple[RequirementBroken, ...]
     requirements_checked: bool
     left_hollow: tuple[NameVersion, ...]  # stay, but lose files their RECORD lists (shared paths)
+    # stay, but arriving files replace bytes their RECORD lists (shared paths): the path's
+    # effective owner changes
+    overwritten: tuple[NameVersion, ...] = ()
+    mixed: tuple[Mixed, ...] = ()  # torch would resolve a library built for another CUDA major
     preexisting: tuple[Preexisting, ...]
     repair: Repair | None  # a repair that would help, when the plan does not include it
     notes: tuple[str, ...]
@@ -101,23 +113,41 @@ def _record_keys(env: Environment, dist: Distribution) -> set[str]:
 
 
 def simulate(
-    env: Environment, removed: tuple[Distribution, ...], restored: tuple[Distribution, ...] = ()
+    env: Environment,
+    removed: tuple[Distribution, ...],
+    restored: tuple[Distribution, ...] = (),
+    arriving: tuple[Distribution, ...] = (),
 ) -> Environment:
-    """The environment after uninstalling `removed`, then reinstalling `restored`."""
+    """The environment after uninstalling `removed`, then reinstalling `restored`, then
+    installing `arriving` (staged distributions: their `site` is the staging folder)."""
+    from cudatx.stage import relocate
+
     gone: set[str] = set()
     for dist in removed:
         gone |= _record_keys(env, dist)
     for dist in restored:
         gone -= _record_keys(env, dist)
+    site = env.target.site_packages[0]
+    arrivals: dict[str, str] = {}
+    for staged in arriving:
+        for entry in staged.records:
+            arrivals[env.keys(os.path.join(site, entry.path))] = os.path.join(
+                staged.site, entry.path
+            )
+    gone -= arrivals.keys()
     names = {d.name for d in removed} - {d.name for d in restored}
     remaining = tuple(d for d in env.distributions if d.name not in names)
+    remaining += tuple(relocate(d, site) for d in arriving)
+    roots = [r for r in env.roots if env.keys(r) not in gone]
+    known = {env.keys(r) for r in roots}
+    roots += [r for r in extension_roots(arrivals, env.target) if env.keys(r) not in known]
     after = dataclasses.replace(
         env,
         distributions=remaining,
         owners=owners_index(remaining, env.keys),
-        roots=tuple(r for r in env.roots if env.keys(r) not in gone),
+        roots=tuple(roots),
     )
-    return load_roots(after, OverlayView(env.view, frozenset(gone), env.keys))
+    return load_roots(after, OverlayView(env.view, frozenset(gone), env.keys, arrivals))
 
 
 def _edges(env: Environment) -> dict[tuple[str, str, str, Evidence], Resolution]:
@@ -138,8 +168,11 @@ def _owner_names(env: Environment, path: str | None) -> tuple[str, ...]:
     return tuple(d.name for d in env.owners_of(path)) if path else ()
 
 
-def _dist_of(env: Environment, path: str) -> str | None:
+def _dist_of(env: Environment, path: str, arriving: set[str] | None = None) -> str | None:
+    """The first owner of `path`; an arriving one if the simulated install writes it."""
     owners = _owner_names(env, path)
+    if arriving and env.view.real(path) != path:
+        owners = tuple(n for n in owners if n in arriving) or owners
     return owners[0] if owners else None
 
 
@@ -158,21 +191,48 @@ def _reason(env: Environment, before: Resolution, after: Resolution, removed: se
     return f"no longer found: {after.detail or after.status.value}"
 
 
-def _requirements(env: Environment, removed: set[str]) -> tuple[list[RequirementBroken], list[str]]:
-    broken: list[RequirementBroken] = []
-    before: list[str] = []
-    installed = {d.name for d in env.distributions}
+def _met(installed: str, specifier: SpecifierSet) -> bool:
+    if not specifier:
+        return True
+    try:
+        return specifier.contains(Version(installed), prereleases=True)
+    except InvalidVersion:
+        return True  # a legacy version string: packaging cannot compare it, nor can we
+
+
+def _unmet(env: Environment) -> dict[tuple[str, str], str]:
+    """(dist, requirement) -> why, for every applicable Requires-Dist not met in `env`."""
+    versions = {d.name: d.version for d in env.distributions}
+    out: dict[tuple[str, str], str] = {}
     for dist in env.distributions:
-        if dist.name in removed:
-            continue
         for req in applicable_requirements(dist, env.target.markers):
-            text = str(req)
             name = canonicalize_name(req.name)
-            if name not in installed:
-                before.append(f"{dist.name} requires {text}, which is not installed")
-            elif name in removed:
-                broken.append(RequirementBroken(dist=dist.name, requirement=text))
-    return broken, before
+            if name not in versions:
+                out[(dist.name, str(req))] = "is not installed"
+            elif not _met(versions[name], req.specifier):
+                out[(dist.name, str(req))] = f"is installed at {versions[name]}"
+    return out
+
+
+def _requirements(
+    env: Environment, after: Environment
+) -> tuple[list[RequirementBroken], list[str]]:
+    """Requirements met before and not after (broken), and those already unmet before."""
+    before, now = _unmet(env), _unmet(after)
+    versions = {d.name: d.version for d in env.distributions}
+    broken = [
+        RequirementBroken(dist=dist, requirement=text)
+        for (dist, text) in now
+        if (dist, text) not in before
+    ]
+    # Only what stays: a requirement of a distribution that leaves, or that arrives in
+    # another version, is not the environment's any more.
+    already = [
+        f"{dist} requires {text}, which {why}"
+        for (dist, text), why in before.items()
+        if any(d.name == dist and d.version == versions[dist] for d in after.distributions)
+    ]
+    return broken, already
 
 
 def diff(
@@ -181,10 +241,12 @@ def diff(
     removing: tuple[Distribution, ...],
     reinstalling: tuple[Distribution, ...],
     check_requirements: bool,
+    installing: tuple[Distribution, ...] = (),
 ) -> Plan:
-    from cudatx.facts import cuda_major_of_file
+    from cudatx.facts import cuda_major_of_file, mixed_majors
 
-    removed = {d.name for d in removing} - {d.name for d in reinstalling}
+    arriving = {d.name for d in installing}
+    removed = {d.name for d in removing} - {d.name for d in reinstalling} - arriving
     old, new = _edges(env), _edges(after)
     # An import that already failed cannot be broken by the plan: its needs are not blamed.
     failed_before = {env.keys(ld.root) for ld in env.loads if not ld.ok}
@@ -219,9 +281,16 @@ def diff(
                     [],
                 )
             broken[group][1].append(root)
-        elif a.path and b.path and env.keys(a.path) != env.keys(b.path) and group not in rebound:
+        elif a.path and b.path and group not in rebound:
+            same = env.keys(a.path) == env.keys(b.path)
+            replaced = same and after.view.real(a.path) != a.path
+            if same and not replaced:
+                continue
             info = after.view.probe(a.path).info
             major = cuda_major_of_file(after, a.path, info)
+            owners = _owner_names(after, a.path)
+            if replaced:  # other bytes at the same path: they are the arriving owner's
+                owners = tuple(n for n in owners if n in arriving) or owners
             rebound[group] = Rebound(
                 soname=os.path.basename(b.name),
                 needed_by=b.needed_by,
@@ -229,7 +298,7 @@ def diff(
                 evidence=evidence,
                 provider_before=b.path,
                 provider_after=a.path,
-                provider_after_owners=_owner_names(after, a.path),
+                provider_after_owners=owners,
                 cuda_major_after=major.major if major else None,
             )
     # A need that did not exist before and fails now is broken, unless the same object
@@ -255,7 +324,7 @@ def diff(
                     Broken(
                         soname=os.path.basename(a.name),
                         needed_by=a.needed_by,
-                        needed_by_dist=_dist_of(after, a.needed_by),
+                        needed_by_dist=_dist_of(after, a.needed_by, arriving),
                         evidence=evidence,
                         provider=None,
                         provider_owners=(),
@@ -292,7 +361,7 @@ def diff(
                     first_missing=os.path.basename(first.name) if first else "a preload",
                 )
             )
-    requirements, unmet_before = _requirements(env, removed)
+    requirements, unmet_before = _requirements(env, after)
     for what in unmet_before:
         preexisting.setdefault(what, Preexisting(kind="requirement", what=what))
     if not check_requirements:
@@ -300,13 +369,20 @@ def diff(
     edges = tuple(
         b.model_copy(update={"roots": tuple(sorted(set(roots)))}) for b, roots in broken.values()
     )
-    safe = not edges and not broken_roots and not requirements
+    mixed_before = {(m.soname, env.keys(m.needed_by)) for m in mixed_majors(env)}
+    mixed = tuple(
+        m for m in mixed_majors(after) if (m.soname, env.keys(m.needed_by)) not in mixed_before
+    )
+    safe = not edges and not broken_roots and not requirements and not mixed
     return Plan(
-        left_hollow=_left_hollow(env, removing, reinstalling),
+        left_hollow=_left_hollow(env, removing, reinstalling, installing),
+        overwritten=_overwritten(env, after, removing, installing),
+        mixed=mixed,
         prefix=env.target.prefix,
         safe=safe,
         remove=tuple(_nv(d) for d in removing),
         reinstall=tuple(_nv(d) for d in reinstalling),
+        install=tuple(_nv(d) for d in installing),
         broken=edges,
         broken_roots=tuple(broken_roots),
         rebound=tuple(rebound.values()),
@@ -319,15 +395,44 @@ def diff(
 
 
 def _left_hollow(
-    env: Environment, removing: tuple[Distribution, ...], reinstalling: tuple[Distribution, ...]
+    env: Environment,
+    removing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    installing: tuple[Distribution, ...] = (),
 ) -> tuple[NameVersion, ...]:
-    """Distributions that stay though the removal deletes paths their RECORD lists too."""
+    """Distributions that stay though the change deletes paths their RECORD lists too."""
     deleted = set().union(*(_record_keys(env, d) for d in removing)) - set().union(
         *(_record_keys(env, d) for d in reinstalling)
     )
+    deleted -= _arrival_keys(env, installing)
     gone = {d.name for d in (*removing, *reinstalling)}
     names = {n for key in deleted for n in env.owners.get(key, ()) if n not in gone}
     return tuple(_nv(d) for d in env.distributions if d.name in names)
+
+
+def _arrival_keys(env: Environment, installing: tuple[Distribution, ...]) -> set[str]:
+    site = env.target.site_packages[0]
+    return {env.keys(os.path.join(site, e.path)) for d in installing for e in d.records}
+
+
+def _overwritten(
+    env: Environment,
+    after: Environment,
+    removing: tuple[Distribution, ...],
+    installing: tuple[Distribution, ...],
+) -> tuple[NameVersion, ...]:
+    """Distributions that stay while arriving files replace bytes their RECORD lists."""
+    leaving = {d.name for d in removing}
+    arriving = {d.name for d in installing}
+    written = _arrival_keys(env, installing)
+    names = {
+        n
+        for key in written
+        for n in env.owners.get(key, ())
+        if n not in leaving and n not in arriving
+    }
+    staying = {d.name for d in after.distributions}
+    return tuple(_nv(d) for d in env.distributions if d.name in names & staying)
 
 
 def _repairs(
@@ -351,11 +456,26 @@ def plan_removal(
     repair: bool,
     check_requirements: bool = True,
 ) -> Plan:
-    plain = diff(env, simulate(env, removing), removing, (), check_requirements)
+    return plan_change(env, removing, (), repair=repair, check_requirements=check_requirements)
+
+
+def plan_change(
+    env: Environment,
+    removing: tuple[Distribution, ...],
+    installing: tuple[Distribution, ...],
+    *,
+    repair: bool,
+    check_requirements: bool = True,
+) -> Plan:
+    """Plan uninstalling `removing` and installing `installing` (staged, see cudatx.stage);
+    with `repair`, also reinstalling what the uninstall would leave hollow."""
+    after = simulate(env, removing, (), installing)
+    plain = diff(env, after, removing, (), check_requirements, installing)
     fixes = _repairs(env, plain, removing)
     if not fixes:
         return plain
-    repaired = diff(env, simulate(env, removing, fixes), removing, fixes, check_requirements)
+    after = simulate(env, removing, fixes, installing)
+    repaired = diff(env, after, removing, fixes, check_requirements, installing)
     note = _bytes_note(env, fixes, removing)
     if repair:
         return repaired.model_copy(update={"notes": repaired.notes + note})

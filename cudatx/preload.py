@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cudatx.catalog import LoadList, PreloadEntry
@@ -107,12 +108,15 @@ def _search(func: ast.FunctionDef) -> list[str]:
     return [pattern for *_, pattern in sorted(found)]
 
 
-def read_preloads(load_list: LoadList, package_dir: str, version: str) -> Preloads:
+def read_preloads(
+    load_list: LoadList, package_dir: str, version: str, real: Callable[[str], str] = str
+) -> Preloads:
+    """`real` maps a path to the file holding its bytes (a staged file, in a simulation)."""
     source = os.path.join(package_dir, "__init__.py")
     reason = "no reader for this package"
     if load_list.reader == "torch":
         try:
-            with open(source, encoding="utf-8") as handle:
+            with open(real(source), encoding="utf-8") as handle:
                 tree = ast.parse(handle.read(), filename=source)
             entries = _entries(_function(tree, "_preload_cuda_deps"))
             search = _search(_function(tree, "_get_cuda_dep_paths"))

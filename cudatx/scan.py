@@ -124,22 +124,32 @@ def _walk(folders: list[str], target: PythonTarget) -> tuple[list[str], dict[str
                     continue  # reachable from two sys.path entries: the first one imports it
                 seen.add(key)
                 libraries[name].append(path)
-                suffix = next((s for s in suffixes if name.endswith(s)), None)
-                if suffix is None:
-                    continue
-                module = name[: -len(suffix)]
-                if module.isidentifier() and _defines_init(path, module):
+                if _is_extension(path, path, suffixes):
                     roots.append(path)
     return roots, libraries
 
 
-def _defines_init(path: str, module: str) -> bool:
+def _is_extension(path: str, real: str, suffixes: list[str]) -> bool:
+    """Whether Python would import `path` (whose bytes are at `real`) as a module."""
+    name = os.path.basename(path)
+    suffix = next((s for s in suffixes if name.endswith(s)), None)
+    if suffix is None:
+        return False
+    module = name[: -len(suffix)]
+    if not module.isidentifier():
+        return False
     # Python imports a file only if it exports PyInit_<module>; `libfoo.so` in a package's
     # lib folder matches the ".so" suffix but is a library, not a module.
     try:
-        return dynstr_contains(path, f"PyInit_{module}")
+        return dynstr_contains(real, f"PyInit_{module}")
     except ElfReadError:
         return False
+
+
+def extension_roots(arriving: dict[str, str], target: PythonTarget) -> list[str]:
+    """The extension modules among files a simulated install writes (target -> staged)."""
+    suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
+    return [path for path, real in sorted(arriving.items()) if _is_extension(path, real, suffixes)]
 
 
 def _python_library(process: Process) -> str:
@@ -197,6 +207,7 @@ def load_roots(env: Environment, view: FileView) -> Environment:
 
     The planner calls this again with a view in which a change has happened.
     """
+    env = dataclasses.replace(env, view=view)  # facts read bytes through it (staged files)
     catalog = load_catalog()
     process = Process(
         env.system,
@@ -239,7 +250,7 @@ def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[Packa
         package_dir = os.path.join(dist.site, load_list.package)
         if not os.path.isdir(package_dir):
             continue
-        preloads = read_preloads(load_list, package_dir, dist.version)
+        preloads = read_preloads(load_list, package_dir, dist.version, view.real)
         cuda = torch_cuda(env)
         located = locate_preloads(
             preloads, env.target.sys_path, cuda.split(".")[0] if cuda else None, view

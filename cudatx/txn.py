@@ -9,6 +9,7 @@ every file the change deletes or overwrites; rollback puts them back and needs n
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import os
@@ -39,6 +40,7 @@ class Options:
     verify: str | None = None
     ignore_running: bool = False
     command: str = ""
+    uv_args: tuple[str, ...] = ()  # index options for the installs (--index-url URL, ...)
 
 
 def _now() -> str:
@@ -118,6 +120,24 @@ def _check_running(paths: list[str], options: Options) -> None:
     )
 
 
+def _arriving_paths(prefix_site: str, installing: tuple[Distribution, ...]) -> list[str]:
+    """Where the staged distributions' files will be written (RECORD paths, placed)."""
+    return sorted(
+        {os.path.normpath(os.path.join(prefix_site, e.path)) for d in installing for e in d.records}
+    )
+
+
+def _created_folders(paths: list[str], prefix: str) -> list[str]:
+    """Folders that writing `paths` would create, deepest first (a rollback removes them)."""
+    created: set[str] = set()
+    for path in paths:
+        folder = os.path.dirname(path)
+        while folder.startswith(os.path.join(prefix, "")) and not os.path.lexists(folder):
+            created.add(folder)
+            folder = os.path.dirname(folder)
+    return sorted(created, key=lambda f: (-f.count("/"), f))
+
+
 def apply_removal(
     env: Environment,
     plan: Plan,
@@ -125,13 +145,21 @@ def apply_removal(
     reinstalling: tuple[Distribution, ...],
     options: Options,
     rescan: Callable[[], Environment],
+    installing: tuple[tuple[Distribution, str], ...] = (),
 ) -> str:
-    """Carry out a planned removal; returns the transaction id. Rolls back on any failure."""
+    """Carry out a planned change (uninstall `removing`, install `installing` as (staged
+    distribution, uv spec), reinstall `reinstalling`); returns the transaction id. Rolls
+    back on any failure."""
     store = Store(env.target.prefix)
     uv = find_uv(options.uv)
+    staged = tuple(d for d, _ in installing)
     with store.lock():
         refuse_if_interrupted(store)
-        touched = sorted({p for d in (*removing, *reinstalling) for p in _files_of(d)})
+        arriving = _arriving_paths(env.target.site_packages[0], staged)
+        touched = sorted(
+            {p for d in (*removing, *reinstalling) for p in _files_of(d)} | set(arriving)
+        )
+        created = _created_folders(arriving, env.target.prefix)
         _check_running(touched, options)
         txn = store.new_id()
         journal = _Journal(
@@ -143,7 +171,9 @@ def apply_removal(
                 "prefix": env.target.prefix,
                 "created": _now(),
                 "remove": [{"name": d.name, "version": d.version} for d in removing],
+                "install": [{"name": d.name, "version": d.version} for d in staged],
                 "reinstall": [{"name": d.name, "version": d.version} for d in reinstalling],
+                "created_folders": created,
                 "plan": plan.model_dump(mode="json"),
             },
         )
@@ -163,9 +193,9 @@ def apply_removal(
             raise
         journal.step("snapshotted", outside=sorted(outside))
         try:
-            _apply(journal, uv, env, removing, reinstalling, options)
+            _apply(journal, uv, env, removing, reinstalling, installing, options)
             after = rescan()
-            _verify(plan, env, after, removing, reinstalling, options)
+            _verify(plan, env, after, removing, reinstalling, staged, options)
         except Exception as exc:
             message = exc.message if isinstance(exc, UvFailed) else str(exc)
             journal.step("rolling back", error=message)
@@ -183,13 +213,23 @@ def _apply(
     env: Environment,
     removing: tuple[Distribution, ...],
     reinstalling: tuple[Distribution, ...],
+    installing: tuple[tuple[Distribution, str], ...],
     options: Options,
 ) -> None:
     offline = ["--offline"] if options.offline else []
     offline += [arg for link in options.find_links for arg in ("--find-links", link)]
-    journal.step("uninstalling")
-    run_uv(uv, ["pip", "uninstall", "--python", env.target.prefix, *[d.name for d in removing]])
-    journal.step("uninstalled")
+    offline += list(options.uv_args)
+    if removing:
+        journal.step("uninstalling")
+        names = [d.name for d in removing]
+        run_uv(uv, ["pip", "uninstall", "--python", env.target.prefix, *names])
+        journal.step("uninstalled")
+    if installing:
+        # Exactly what the dry run chose and the plan simulated: pinned, --no-deps.
+        journal.step("installing")
+        specs = [spec for _, spec in installing]
+        run_uv(uv, ["pip", "install", "--python", env.target.prefix, "--no-deps", *offline, *specs])
+        journal.step("installed")
     if not reinstalling:
         return
     journal.step("reinstalling")
@@ -217,12 +257,13 @@ def _verify(
     after: Environment,
     removing: tuple[Distribution, ...],
     reinstalling: tuple[Distribution, ...],
+    installing: tuple[Distribution, ...],
     options: Options,
 ) -> None:
     from cudatx.facts import hollow
     from cudatx.plan import diff
 
-    actual = diff(before, after, removing, reinstalling, plan.requirements_checked)
+    actual = diff(before, after, removing, reinstalling, plan.requirements_checked, installing)
     predicted = {(b.needed_by, b.soname) for b in plan.broken}
     surprises = [b for b in actual.broken if (b.needed_by, b.soname) not in predicted]
     if surprises:
@@ -236,8 +277,8 @@ def _verify(
         raise RuntimeError(f"import of {new_roots[0].root} broke, which the plan did not predict")
     # Whatever stays must match its RECORD, except what the plan said the removal would
     # leave hollow (shared paths it deletes and nothing reinstalls) and what already was.
-    reinstalled = {d.name for d in reinstalling}
-    expected = {p.name for p in plan.left_hollow}
+    reinstalled = {d.name for d in (*reinstalling, *installing)}
+    expected = {p.name for p in (*plan.left_hollow, *plan.overwritten)}
     already = {h.name for h in hollow(before)}
     damaged = [
         h
@@ -276,7 +317,8 @@ def _restore(store: Store, txn: str, journal: dict[str, Any]) -> None:
         return  # no complete snapshot: the change had not begun (uv runs only after it)
     prefix = journal["prefix"]
     keep = {f.path for f in saved.files} | set(saved.folders)
-    names = {d["name"] for d in journal.get("remove", []) + journal.get("reinstall", [])}
+    changed = journal.get("remove", []) + journal.get("install", []) + journal.get("reinstall", [])
+    names = {d["name"] for d in changed}
     snapshot.check(store.txn_dir(txn), saved)  # saved bytes and targets, before any change
     try:
         _remove_added(prefix, names, keep)
@@ -285,6 +327,10 @@ def _restore(store: Store, txn: str, journal: dict[str, Any]) -> None:
             f"cannot remove {exc.filename}: {exc.strerror}", path=exc.filename
         ) from None
     snapshot.restore(store.txn_dir(txn), saved)
+    for folder in journal.get("created_folders", []):
+        # Deepest first; a folder something else has written into since stays.
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def _remove_added(prefix: str, names: set[str], keep: set[str]) -> None:

@@ -11,9 +11,12 @@ from cudatx.errors import CudatxError, ExitCode, UsageError
 
 
 class UvFailed(CudatxError):
-    """uv exited non-zero, was killed, or could not be started; `message` carries its error."""
+    """uv exited non-zero, was killed, or could not be started; `message` carries its error.
 
-    exit_code = ExitCode.ROLLED_BACK
+    Outside a transaction (a dry run, staging, finding uv) nothing was changed; inside one
+    the transaction turns it into RolledBack."""
+
+    exit_code = ExitCode.UV
 
 
 def find_uv(explicit: str | None) -> str:
@@ -32,7 +35,8 @@ def find_uv(explicit: str | None) -> str:
         ) from None
 
 
-def run_uv(uv: str, args: Sequence[str]) -> None:
+def run_uv(uv: str, args: Sequence[str]) -> str:
+    """Run uv; its stdout and stderr together. A failure is UvFailed with uv's own error."""
     argv = [uv, *args]
     try:
         done = subprocess.run(
@@ -41,8 +45,17 @@ def run_uv(uv: str, args: Sequence[str]) -> None:
     except OSError as exc:
         raise UvFailed(f"cannot run {uv}: {exc.strerror or exc}") from None
     if done.returncode != 0:
-        lines = [ln for ln in (done.stderr or done.stdout).strip().splitlines() if ln.strip()]
-        last = lines[-1].strip() if lines else f"exit status {done.returncode}"
+        lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
+        # Without a terminal uv prints "error: ...", then "cause: ..." lines, then hints: the
+        # error and its causes, on one line, are uv's own message; the last line is the
+        # fallback for anything else.
+        at = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), None)
+        if at is None:
+            last = lines[-1] if lines else ""
+        else:
+            causes = [ln for ln in lines[at + 1 :] if ln.startswith("cause:")]
+            last = "; ".join([lines[at], *causes])
         if done.returncode < 0:
             last = f"killed by signal {-done.returncode}"
-        raise UvFailed(f"uv {' '.join(args[:2])} failed: {last}")
+        raise UvFailed(f"uv {' '.join(args[:2])} failed: {last or done.returncode}")
+    return done.stdout + done.stderr

@@ -22,11 +22,7 @@ from zipfile import ZipFile
 
 import pytest
 
-from cudatx.catalog import load_catalog
 from tests.support import (
-    build_wheel,
-    compile_extension,
-    compile_lib,
     ext_suffix,
     make_venv,
     observe_import,
@@ -36,100 +32,21 @@ from tests.support import (
     venv_python,
 )
 from tests.support.cli import cudatx
+from tests.support.cudnn_world import (
+    CU12,
+    CU12_VERSION,
+    CU13,
+    CU13_VERSION,
+    CUDNN,
+    Wheels,
+    build_cudnn_world,
+)
 from tests.support.venvs import uv_run
-
-CUDNN_DIR = "nvidia/cudnn/lib"
-CUDNN = f"{CUDNN_DIR}/libcudnn.so.9"
-CU12 = "nvidia-cudnn-cu12"
-CU13 = "nvidia-cudnn-cu13"
-CU12_VERSION = "9.10.2.21"
-CU13_VERSION = "9.24.0.43"
-
-TORCH_VERSION = b"""\
-from typing import Optional
-
-__version__ = '2.14.1+cu130'
-debug = False
-cuda: Optional[str] = '13.0'
-hip: Optional[str] = None
-"""
-
-
-def _cudnn_source(file_name: str, build: str) -> str:
-    # Different bytes (and size) per build: the two wheels' files must differ.
-    symbol = "cudatx_" + file_name.replace(".", "_")
-    return (
-        f'const char cudnn_build[] = "{file_name} fixture, {build}";\n'
-        f"int {symbol}(void) {{ return (int)sizeof(cudnn_build); }}\n"
-    )
-
-
-@dataclass(frozen=True)
-class Wheels:
-    folder: Path
-    cudnn12: Path
-    cudnn13: Path
-    others: tuple[Path, ...]  # torch and the CUDA 13 libraries cuDNN's sub-libraries load
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
-    root = tmp_path_factory.mktemp("doctor")
-    out = root / "wheels"
-    # libcudnn.so.9 and the sub-libraries it dlopens (cudatx/data/runtime.json), as both
-    # cuDNN wheels ship them: the same paths.
-    loads, _ = load_catalog().known_loads("libcudnn.so.9", None)
-    cudnn: dict[str, dict[str, bytes | Path]] = {}
-    for tag, build in (("cu12", "built for CUDA 12"), ("cu13", "built for CUDA 13.0")):
-        files: dict[str, bytes | Path] = {}  # build_wheel's type
-        for name in ["libcudnn.so.9", *loads]:
-            files[f"{CUDNN_DIR}/{name}"] = compile_lib(
-                root / tag / name,
-                soname=name,
-                runpath="$ORIGIN",
-                source=_cudnn_source(name, build),
-            )
-        cudnn[tag] = files
-    cudnn12_lib, cudnn13_lib = (root / tag / "libcudnn.so.9" for tag in ("cu12", "cu13"))
-    assert cudnn12_lib.read_bytes() != cudnn13_lib.read_bytes()
-    # CUDA 13 toolkit wheels: no -cu13 suffix, one shared folder.
-    cublaslt = compile_lib(root / "cu13lib/libcublasLt.so.13", soname="libcublasLt.so.13")
-    nvrtc = compile_lib(root / "cu13lib/libnvrtc.so.13", soname="libnvrtc.so.13")
-    c_ext = compile_extension(
-        root / "torch",
-        "_C",
-        needed=[cudnn13_lib, cublaslt, nvrtc],
-        rpath="$ORIGIN/../nvidia/cudnn/lib:$ORIGIN/../nvidia/cu13/lib",
-    )
-    torch = build_wheel(
-        out,
-        "torch",
-        "2.14.1",
-        {
-            "torch/__init__.py": b"",
-            "torch/version.py": TORCH_VERSION,
-            f"torch/_C{ext_suffix()}": c_ext,
-        },
-        requires=[
-            f'nvidia-cudnn-cu13=={CU13_VERSION}; platform_system == "Linux"',
-            'nvidia-cublas==13.1.0.3; platform_system == "Linux"',
-            'nvidia-cuda-nvrtc==13.0.88; platform_system == "Linux"',
-        ],
-    )
-    return Wheels(
-        folder=out,
-        cudnn12=build_wheel(out, CU12, CU12_VERSION, cudnn["cu12"]),
-        cudnn13=build_wheel(out, CU13, CU13_VERSION, cudnn["cu13"]),
-        others=(
-            torch,
-            build_wheel(
-                out, "nvidia-cublas", "13.1.0.3", {"nvidia/cu13/lib/libcublasLt.so.13": cublaslt}
-            ),
-            build_wheel(
-                out, "nvidia-cuda-nvrtc", "13.0.88", {"nvidia/cu13/lib/libnvrtc.so.13": nvrtc}
-            ),
-        ),
-    )
+    return build_cudnn_world(tmp_path_factory.mktemp("doctor"))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,8 @@
-"""A removal plan in uv's shape (Would uninstall / Would reinstall / Would break) and as JSON."""
+"""A plan in uv's shape (Would uninstall / Would install / Would break) and as JSON."""
 
 from __future__ import annotations
 
 import os
-import shlex
 from collections import defaultdict
 
 from cudatx.paths import site_relative
@@ -14,10 +13,12 @@ def to_json(plan: Plan) -> str:
     return plan.model_dump_json(indent=2)
 
 
-def _packages(verb: str, items: tuple[NameVersion, ...], why: str = "") -> list[str]:
+def _packages(
+    verb: str, items: tuple[NameVersion, ...], why: str = "", sign: str = "-"
+) -> list[str]:
     noun = "package" if len(items) == 1 else "packages"
     lines = [f"Would {verb} {len(items)} {noun}{why}"]
-    lines += [f" - {p.name}=={p.version}" for p in items]
+    lines += [f" {sign} {p.name}=={p.version}" for p in items]
     return lines
 
 
@@ -45,8 +46,11 @@ def _broken(by_soname: dict[str, list[Broken]], sites: tuple[str, ...]) -> list[
     return lines
 
 
-def to_text(plan: Plan, specs: tuple[str, ...], sites: tuple[str, ...]) -> str:
-    lines = _packages("uninstall", plan.remove)
+def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
+    """`command` is the cudatx command line that made the plan, without --dry-run."""
+    lines = _packages("uninstall", plan.remove) if plan.remove or not plan.install else []
+    if plan.install:
+        lines += _packages("install", plan.install, sign="+")
     if plan.reinstall:
         lines += _packages("reinstall", plan.reinstall, " (--no-deps, restoring their own files)")
     by_soname: dict[str, list[Broken]] = defaultdict(list)
@@ -63,25 +67,37 @@ def to_text(plan: Plan, specs: tuple[str, ...], sites: tuple[str, ...]) -> str:
     if plan.requirements_broken:
         lines.append("Would leave requirements unmet:")
         lines += [f"  {r.dist} requires {r.requirement}" for r in plan.requirements_broken]
+    if plan.mixed:
+        lines.append(f"Would mix CUDA majors (torch is built for CUDA {plan.mixed[0].torch_cuda}):")
+        for m in plan.mixed:
+            lines.append(
+                f"  {m.soname} for {_short(m.needed_by, sites)}: {_short(m.path, sites)} "
+                f"is a CUDA {m.major} build ({m.reason})"
+            )
     if plan.left_hollow:
         lines.append("Would leave hollow (installed, but missing files their RECORD lists):")
         lines += [f" ! {p.name}=={p.version}" for p in plan.left_hollow]
+    if plan.overwritten:
+        lines.append(
+            "Would overwrite shared paths of (still installed, their RECORD names other bytes):"
+        )
+        lines += [f" ~ {p.name}=={p.version}" for p in plan.overwritten]
     if plan.rebound:
         lines.append("Would rebind (the loader finds another file):")
         for rb in plan.rebound:
             major = f", CUDA {rb.cuda_major_after}" if rb.cuda_major_after else ""
-            lines.append(
-                f"  {rb.soname} for {_short(rb.needed_by, sites)}: "
-                f"{_short(rb.provider_after, sites)}{major}"
-            )
+            if rb.provider_after == rb.provider_before:
+                owners = ", ".join(rb.provider_after_owners)
+                where = f"{_short(rb.provider_after, sites)} with {owners}'s bytes"
+            else:
+                where = _short(rb.provider_after, sites)
+            lines.append(f"  {rb.soname} for {_short(rb.needed_by, sites)}: {where}{major}")
     if plan.preexisting:
         lines.append(
             f"Already broken before this change (not counted): {len(plan.preexisting)} "
             "(see `cudatx doctor`)"
         )
     lines += [f"note: {n}" for n in plan.notes]
-    # --dry-run stays until applying arrives (transactions): the suggestion must run as shown.
-    command = "cudatx remove " + " ".join(shlex.quote(s) for s in specs) + " --dry-run"
     if plan.safe:
         lines.append("Safe: nothing that loads now would stop loading.")
     else:
@@ -90,6 +106,7 @@ def to_text(plan: Plan, specs: tuple[str, ...], sites: tuple[str, ...]) -> str:
         verdict = "safe" if plan.repair.safe else "still unsafe"
         names = ", ".join(p.name for p in plan.repair.reinstall)
         lines.append(
-            f"Suggested: {command} --repair  (reinstalls {names} after the removal; {verdict})"
+            f"Suggested: {command} --dry-run --repair  "
+            f"(reinstalls {names} after the removal; {verdict})"
         )
     return "\n".join(lines) + "\n"

@@ -1,0 +1,55 @@
+"""Install and sync plans: uv's dry run, staged, then simulated by the planner."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cudatx.errors import NotInEnvironment
+from cudatx.models import Distribution
+from cudatx.plan import Plan, plan_change
+from cudatx.scan import Environment
+from cudatx.stage import Arrival, ask_uv, stage
+from cudatx.uvrun import UvFailed
+
+
+@dataclass(frozen=True)
+class Proposal:
+    plan: Plan
+    removing: tuple[Distribution, ...]  # installed distributions uv would uninstall
+    installing: tuple[Distribution, ...]  # as staged: their site is the (deleted) staging folder
+    arrivals: tuple[Arrival, ...]  # what to ask uv to install: exactly what the dry run chose
+
+
+def propose(
+    env: Environment,
+    uv: str,
+    command: str,
+    args: Sequence[str],
+    uv_options: Sequence[str],
+    *,
+    repair: bool,
+    check_requirements: bool,
+) -> Proposal:
+    """Plan `uv pip COMMAND ARGS` (install or sync) for `env`, changing nothing in it."""
+    asked = ask_uv(uv, env.target.prefix, command, [*uv_options, *args])
+    removing = []
+    for name, version in asked.leaving:
+        dist = env.distribution(name)
+        if dist is None:
+            raise NotInEnvironment(f"uv would uninstall {name}=={version}, which is not installed")
+        removing.append(dist)
+    with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
+        installing = stage(uv, env.target.prefix, asked.arriving, folder, uv_options)
+        missing = {a.name for a in asked.arriving} - {d.name for d in installing}
+        if missing:
+            raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")
+        plan = plan_change(
+            env,
+            tuple(removing),
+            installing,
+            repair=repair,
+            check_requirements=check_requirements,
+        )
+    return Proposal(plan, tuple(removing), installing, asked.arriving)

@@ -1,0 +1,104 @@
+"""What uv would do, and the files it would write, without touching the environment.
+
+uv is asked twice. `uv pip install|sync --dry-run` says which distributions leave and which
+arrive (its resolver, indexes and configuration, not ours). Then every arriving
+distribution is installed with `--target` into a staging folder (`--no-deps`, pinned to
+what the dry run chose), which fills uv's cache and gives the exact files and RECORD the
+real install will write. The planner simulates with those bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+
+from cudatx.dists import scan_distributions
+from cudatx.models import Distribution
+from cudatx.uvrun import run_uv
+
+# One line per change in the output of `uv pip install|sync --dry-run` (added in
+# astral-sh/uv#1436; as uv 0.13.9 prints it: " - name==version", " + name==version",
+# " + name @ url"). A line that does not match is uv's narration, not a change.
+_CHANGE = re.compile(r"^ (?P<sign>[+-]) (?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<rest>==\S+| @ \S+)")
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """A distribution uv would install: `spec` pins exactly what its dry run chose."""
+
+    name: str  # canonical
+    version: str | None  # None for a direct reference
+    spec: str  # name==version, or name @ url
+
+
+@dataclass(frozen=True)
+class UvPlan:
+    leaving: tuple[tuple[str, str], ...]  # (canonical name, version) uv would uninstall
+    arriving: tuple[Arrival, ...]
+
+
+def parse_dry_run(output: str) -> UvPlan:
+    leaving: list[tuple[str, str]] = []
+    arriving: list[Arrival] = []
+    for line in output.splitlines():
+        match = _CHANGE.match(line)
+        if match is None:
+            continue
+        name = canonicalize_name(match["name"])
+        rest = match["rest"]
+        if match["sign"] == "-":
+            leaving.append((name, rest[2:] if rest.startswith("==") else ""))
+        elif rest.startswith("=="):
+            arriving.append(Arrival(name, rest[2:], f"{name}=={rest[2:]}"))
+        else:
+            arriving.append(Arrival(name, None, f"{name}{rest}"))
+    return UvPlan(tuple(leaving), tuple(arriving))
+
+
+def ask_uv(uv: str, prefix: str, command: str, args: Sequence[str]) -> UvPlan:
+    """`uv pip COMMAND --dry-run ARGS` for the environment at `prefix`: what would change."""
+    output = run_uv(uv, ["pip", command, "--dry-run", "--python", prefix, *args])
+    return parse_dry_run(output)
+
+
+def stage(
+    uv: str, prefix: str, arriving: Sequence[Arrival], folder: str, options: Sequence[str]
+) -> tuple[Distribution, ...]:
+    """Install `arriving` into `folder` as uv would into the environment, and read them back.
+
+    `--python` gives uv the target interpreter, so it picks the wheels the real install
+    would (same tags); `--no-deps` because the dry run already chose every distribution.
+    """
+    if not arriving:
+        return ()
+    run_uv(
+        uv,
+        [
+            "pip",
+            "install",
+            "--python",
+            prefix,
+            "--target",
+            folder,
+            "--no-deps",
+            *options,
+            *(a.spec for a in arriving),
+        ],
+    )
+    staged, _ = scan_distributions((folder,))
+    wanted = {a.name for a in arriving}
+    return tuple(d for d in staged if d.name in wanted)
+
+
+def relocate(dist: Distribution, site: str) -> Distribution:
+    """The staged distribution as it will be once installed into `site`."""
+    return dist.model_copy(
+        update={
+            "site": site,
+            "metadata_dir": os.path.join(site, os.path.basename(dist.metadata_dir)),
+        }
+    )
