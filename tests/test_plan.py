@@ -510,7 +510,7 @@ def test_requirement_file_with_comments_options_pins_and_markers(
         "--index-url https://example.invalid/simple\n"
         "-c constraints.txt\n"
         "--no-binary :all:\n"
-        "-e ./somewhere\n"
+        "-e ./somewhere#egg=Foo_Bar\n"  # an editable names its project (else an error)
         "\n"
         "   # an indented comment\n"
         "Foo_Bar==1.0  # pinned\n"
@@ -522,6 +522,20 @@ def test_requirement_file_with_comments_options_pins_and_markers(
     # with a SPEC too: the union, each once
     plan = plan_of(sel, "fx-one-cu13", "fx-two-cu12", "--requirement", reqs, cwd=work, rc=0)
     assert _names(plan) == ["foo-bar", "fx-one-cu13", "fx-two-cu12", "fy-one-cu12"]
+
+
+def test_requirement_file_follows_includes_and_drops_other_platforms(
+    sel: Path, work: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "more.txt").write_text("fx-two-cu12\n")
+    reqs = tmp_path / "remove.txt"
+    reqs.write_text("-r more.txt\nfoo-bar\nnot-installed ; sys_platform == 'win32'\n")
+    plan = plan_of(sel, "-r", reqs, cwd=work, rc=0)
+    assert _names(plan) == ["foo-bar", "fx-two-cu12"]
+    reqs.write_text("not-installed ; sys_platform == 'win32'\n")
+    run = remove(sel, "-r", reqs, cwd=work)
+    assert run.returncode == 2, run.stderr
+    assert "lists nothing that applies to this target" in run.refusal()
 
 
 def test_requirement_file_comment_after_a_tab(sel: Path, work: Path, tmp_path: Path) -> None:
