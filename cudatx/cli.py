@@ -303,6 +303,15 @@ def index_options(command: F) -> F:
     )
 
 
+def _uv_options(flags: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """uv's words for --offline and --find-links, and for the index options."""
+    offline = ["--offline"] if flags["offline"] else []
+    offline += [a for link in flags["find_links"] for a in ("--find-links", link)]
+    index = [] if flags["index_url"] is None else ["--index-url", flags["index_url"]]
+    index += [a for url in flags["extra_index_url"] for a in ("--extra-index-url", url)]
+    return tuple(offline), tuple(index)
+
+
 def _propose_and_carry_out(
     uv_command: str,
     args: tuple[str, ...],
@@ -314,14 +323,10 @@ def _propose_and_carry_out(
     from cudatx.change import propose
     from cudatx.uvrun import find_uv
 
-    index = [] if flags["index_url"] is None else ["--index-url", flags["index_url"]]
-    index += [a for url in flags["extra_index_url"] for a in ("--extra-index-url", url)]
-    uv_args = tuple(index)
+    offline, uv_args = _uv_options(flags)
     env = _scan(python, ld_library_path)
     if not flags["dry_run"]:
         _refuse_if_interrupted(env)
-    offline = ["--offline"] if flags["offline"] else []
-    offline += [a for link in flags["find_links"] for a in ("--find-links", link)]
     proposal = propose(
         env,
         find_uv(flags["uv"]),
@@ -392,6 +397,106 @@ def sync(
     what they pin), staged and simulated first, then applied with a snapshot."""
     command = _command_line("sync", files)
     _propose_and_carry_out("sync", files, command, python, ld_library_path, flags)
+
+
+def _hook_python(python: str | None) -> str | None:
+    """The environment check-requirements checks, or None when there is none to check.
+
+    pre-commit runs hooks with VIRTUAL_ENV pointing at its own environment (for Python
+    hooks), so under pre-commit (PRE_COMMIT set) VIRTUAL_ENV is never trusted: --python
+    from the hook's args, else the project's .venv. Elsewhere, uv's discovery, but never
+    cudatx's own interpreter: a requirements file is not about the tool's environment.
+    """
+    if python:
+        return python
+    if os.environ.get("PRE_COMMIT"):
+        venv = os.path.join(os.getcwd(), ".venv")
+        return venv if os.path.isdir(venv) else None
+    from cudatx.errors import EnvironmentNotFound
+    from cudatx.target import find_target
+
+    try:
+        target = find_target(None)
+    except EnvironmentNotFound:
+        return None
+    return None if target.found_by == "cudatx's interpreter" else target.prefix
+
+
+@cli.command("check-requirements")
+@click.argument("files", nargs=-1, metavar="FILE...")
+@click.option(
+    "--extra",
+    "extras",
+    metavar="NAME",
+    multiple=True,
+    help="Optional dependencies to include (pyproject.toml, uv.lock, pylock.toml).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "sync", "install"]),
+    default="auto",
+    show_default=True,
+    help="sync: the file is the whole environment (uv pip sync); install: uv pip install "
+    "-r; auto: sync for lock files and for pins that list every installed distribution "
+    "(now or as committed).",
+)
+@click.option(
+    "--require-env",
+    is_flag=True,
+    help="Fail (exit 3) when there is no environment to check, instead of skipping.",
+)
+@click.option("--offline", is_flag=True, help="Pass --offline to uv.")
+@click.option("--find-links", metavar="DIR|URL", multiple=True, help="Passed to uv.")
+@click.option("--uv", metavar="PATH", default=None, help="The uv binary.")
+@index_options
+@target_options
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+def check_requirements(
+    files: tuple[str, ...],
+    extras: tuple[str, ...],
+    mode: str,
+    require_env: bool,
+    python: str | None,
+    ld_library_path: str | None,
+    as_json: bool,
+    **flags: Any,
+) -> None:
+    """Would bringing the environment in line with FILE break loading? For requirements
+    files, pyproject.toml, uv.lock and pylock.toml: a file that pins every installed
+    distribution (or a lock) means `uv pip sync`, any other `uv pip install -r`. Changes
+    nothing. Quiet and exit 0 when safe; exit 1 with the broken libraries, the line
+    responsible (against the committed version, where git tracks the file) and the fix."""
+    from cudatx.checkreq import check_file
+    from cudatx.errors import EnvironmentNotFound
+    from cudatx.render import checkreq as render
+    from cudatx.scan import scan
+    from cudatx.uvrun import find_uv
+
+    if not files:
+        return
+    chosen = _hook_python(python)
+    if chosen is None:
+        message = (
+            "no environment to check (pass --python, in a pre-commit hook through its args, "
+            "or create .venv)"
+        )
+        if require_env:
+            raise EnvironmentNotFound(message)
+        click.echo(f"cudatx: {message}; skipped", err=True)
+        return
+    if ld_library_path is None:
+        ld_library_path = os.environ.get("LD_LIBRARY_PATH")
+    env = scan(chosen, ld_library_path=ld_library_path or None)
+    uv = find_uv(flags["uv"])
+    offline, index = _uv_options(flags)
+    options = [*offline, *index]
+    checks = [check_file(env, uv, f, extras=extras, uv_options=options, mode=mode) for f in files]
+    if as_json:
+        click.echo(render.to_json(checks))
+    else:
+        click.echo(render.to_text(checks, env.target.site_packages), nl=False)
+    if not all(c.plan.safe for c in checks):
+        raise SystemExit(int(ExitCode.FINDINGS))
 
 
 @cli.command()

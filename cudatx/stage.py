@@ -9,9 +9,11 @@ real install will write. The planner simulates with those bytes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Sequence
+import stat
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from packaging.utils import canonicalize_name
@@ -61,8 +63,26 @@ def parse_dry_run(output: str) -> UvPlan:
 
 def ask_uv(uv: str, prefix: str, command: str, args: Sequence[str]) -> UvPlan:
     """`uv pip COMMAND --dry-run ARGS` for the environment at `prefix`: what would change."""
-    output = run_uv(uv, ["pip", command, "--dry-run", "--python", prefix, *args])
+    with _no_new_lock_file(prefix):
+        output = run_uv(uv, ["pip", command, "--dry-run", "--python", prefix, *args])
     return parse_dry_run(output)
+
+
+@contextlib.contextmanager
+def _no_new_lock_file(prefix: str) -> Iterator[None]:
+    """Even a dry run leaves the empty file uv locks the environment with (`PREFIX/.lock`,
+    seen with uv 0.13.9); a dry run of ours must leave the environment as it found it, so
+    a lock file that was not there before goes again (empty and regular only)."""
+    lock = os.path.join(prefix, ".lock")
+    existed = os.path.lexists(lock)
+    try:
+        yield
+    finally:
+        if not existed:
+            with contextlib.suppress(OSError):
+                st = os.lstat(lock)
+                if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                    os.unlink(lock)
 
 
 def stage(
@@ -75,6 +95,16 @@ def stage(
     """
     if not arriving:
         return ()
+    with _no_new_lock_file(prefix):
+        _stage(uv, prefix, arriving, folder, options)
+    staged, _ = scan_distributions((folder,))
+    wanted = {a.name for a in arriving}
+    return tuple(d for d in staged if d.name in wanted)
+
+
+def _stage(
+    uv: str, prefix: str, arriving: Sequence[Arrival], folder: str, options: Sequence[str]
+) -> None:
     run_uv(
         uv,
         [
@@ -89,9 +119,6 @@ def stage(
             *(a.spec for a in arriving),
         ],
     )
-    staged, _ = scan_distributions((folder,))
-    wanted = {a.name for a in arriving}
-    return tuple(d for d in staged if d.name in wanted)
 
 
 def relocate(dist: Distribution, site: str) -> Distribution:

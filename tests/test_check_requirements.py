@@ -1,0 +1,117 @@
+"""`cudatx check-requirements` and the pre-commit hook, on small real environments.
+
+The environment is design.md section 1 in small (tests/support/cudnn_world.py) with the cu12
+cuDNN installed last, so its bytes are the ones on disk at the shared paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.precommit_story import run_story
+from tests.support import make_venv, uv_install
+from tests.support.cli import cudatx
+from tests.support.cudnn_world import CU12, CU13, Wheels, build_cudnn_world
+from tests.support.digest import diff, tree_digest
+
+FINDINGS = 1
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
+    return build_cudnn_world(tmp_path_factory.mktemp("checkreq"))
+
+
+@pytest.fixture(scope="module")
+def venv(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    venv = make_venv(tmp_path_factory.mktemp("env") / "venv")
+    uv_install(venv, [wheels.cudnn13, *wheels.others])
+    uv_install(venv, [wheels.cudnn12])  # installed last: its bytes are on disk
+    return venv
+
+
+def _links(wheels: Wheels) -> list[str]:
+    return ["--offline", "--find-links", str(wheels.folder)]
+
+
+@pytest.mark.parametrize("style", ["remote", "local"])
+def test_precommit_rejects_dropping_the_dist_whose_bytes_are_on_disk(
+    venv: Path, wheels: Wheels, tmp_path: Path, style: str
+) -> None:
+    before = tree_digest(venv)
+    args = ["--python", str(venv), *_links(wheels)]
+    rejected, accepted = run_story(venv, tmp_path, CU12, args, style)
+    assert rejected.returncode != 0, rejected.output
+    assert "libcudnn.so.9" in rejected.output, rejected.output
+    assert f"uninstall {CU12} <- line" in rejected.output and "(this change)" in rejected.output
+    assert "fix: keep line" in rejected.output
+    assert accepted.returncode == 0, accepted.output
+    assert diff(before, tree_digest(venv)) == []  # checking changes nothing
+
+
+def _check(venv: Path, wheels: Wheels, *args: str) -> subprocess.CompletedProcess[str]:
+    return cudatx("check-requirements", *args, "--python", venv, *_links(wheels), cwd=venv.parent)
+
+
+def test_json_blames_the_removed_line(venv: Path, wheels: Wheels, tmp_path: Path) -> None:
+    from tests.precommit_story import freeze
+
+    frozen = freeze(venv).splitlines()
+    kept = [ln for ln in frozen if not ln.startswith((f"{CU12}==", f"{CU12} @ "))]
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("\n".join(kept) + "\n")
+    # Outside git, a freeze that lacks a line no longer lists every installed distribution:
+    # auto reads it as `uv pip install -r` (safe); --mode sync says it is the whole set.
+    auto = _check(venv, wheels, str(requirements), "--json")
+    assert auto.returncode == 0, auto.stderr
+    assert json.loads(auto.stdout)["files"][0]["mode"] == "install"
+    done = _check(venv, wheels, str(requirements), "--json", "--mode", "sync")
+    assert done.returncode == FINDINGS, done.stderr
+    (check,) = json.loads(done.stdout)["files"]
+    assert check["mode"] == "sync" and not check["committed"]
+    assert [b["name"] for b in check["blame"]] == [CU12]
+    assert "libcudnn.so.9" in {b["soname"] for b in check["plan"]["broken"]}
+    assert [p["name"] for p in check["plan"]["repair"]["reinstall"]] == [CU13]
+
+
+def test_a_partial_file_is_an_install_and_quiet_when_safe(
+    venv: Path, wheels: Wheels, tmp_path: Path
+) -> None:
+    requirements = tmp_path / "requirements.in"
+    requirements.write_text(f"{CU13}  # nothing to do: installed\n")
+    done = _check(venv, wheels, str(requirements))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+
+
+def test_no_environment_skips_or_fails_as_asked(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("six==1.17.0\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env["PRE_COMMIT"] = "1"
+    env["VIRTUAL_ENV"] = str(tmp_path)  # pre-commit's own: never trusted
+    command = ["python3", "-m", "cudatx", "check-requirements", str(requirements)]
+    skipped = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert skipped.returncode == 0 and "no environment to check" in skipped.stderr
+    failed = subprocess.run(
+        [*command, "--require-env"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert failed.returncode == 3, failed.stderr
+    assert failed.stderr.count("\n") == 1 and "no environment to check" in failed.stderr
+
+
+def test_malformed_file_is_one_line(venv: Path, wheels: Wheels, tmp_path: Path) -> None:
+    bad = tmp_path / "requirements.txt"
+    bad.write_text("torch===\n")
+    done = _check(venv, wheels, str(bad))
+    assert done.returncode == 2, done.stderr
+    assert "requirements.txt:1" in done.stderr and "Traceback" not in done.stderr
+    lock = tmp_path / "uv.lock"
+    lock.write_text("version = [\n")
+    done = _check(venv, wheels, str(lock))
+    assert done.returncode == 2 and "not valid TOML" in done.stderr, done.stderr
