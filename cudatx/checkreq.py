@@ -122,15 +122,19 @@ def _blame(plan: Plan, now: RequirementsFile, before: RequirementsFile | None) -
 
 def _fix(check_path: str, plan: Plan, blame: tuple[Blame, ...], mode: str) -> tuple[str, ...]:
     out = []
+    versions = {nv.name: nv.version for nv in plan.remove}
     for b in blame:
         if b.change == "uninstall" and b.text:
             out.append(f"keep line {b.line} of the committed file: {b.text}")
-        elif b.change in ("install", "upgrade") and b.text:
+        elif b.change == "uninstall":
+            out.append(f"list {b.name}=={versions[b.name]} in {check_path}")
+        elif b.text:
             out.append(f"revert line {b.line}: {b.text}")
     if plan.repair is not None and plan.repair.safe:
         names = ", ".join(p.name for p in plan.repair.reinstall)
+        lead = "or apply" if out else "apply"
         out.append(
-            f"or apply it with `cudatx {mode} {check_path} --repair`, which then reinstalls "
+            f"{lead} it with `cudatx {mode} {check_path} --repair`, which then reinstalls "
             f"{names} (safe)"
         )
     return tuple(out)

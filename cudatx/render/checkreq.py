@@ -28,10 +28,14 @@ def to_text(checks: list[FileCheck], sites: tuple[str, ...]) -> str:
         if sonames:
             lines.append(f"  broken: {', '.join(sonames)}")
         for b in check.blame:
-            where = f"line {b.line}" if b.line else "no line"
-            state = "this change" if b.edited else "unchanged line"
-            text = f": {b.text}" if b.text else ""
-            lines.append(f"  {b.change} {b.name} <- {where} ({state}){text}")
+            if b.line is None:
+                lines.append(f"  {b.change} {b.name}: the file does not list it")
+                continue
+            if not check.committed:
+                state = "not in git"
+            else:
+                state = "this change" if b.edited else "unchanged since the last commit"
+            lines.append(f"  {b.change} {b.name} <- line {b.line} ({state}): {b.text}")
         body = render_plan.to_text(check.plan, f"cudatx {check.mode} {check.path}", sites)
         lines += ["  " + ln for ln in body.rstrip("\n").splitlines()]
         lines += [f"  fix: {f}" for f in check.fix]
