@@ -41,7 +41,8 @@ def propose(
             raise NotInEnvironment(f"uv would uninstall {name}=={version}, which is not installed")
         removing.append(dist)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
-        installing = stage(uv, env.target.prefix, asked.arriving, folder, uv_options)
+        site = env.target.site_packages[0]
+        installing = stage(uv, env.target.prefix, site, asked.arriving, folder, uv_options)
         missing = {a.name for a in asked.arriving} - {d.name for d in installing}
         if missing:
             raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")

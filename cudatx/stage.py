@@ -2,9 +2,14 @@
 
 uv is asked twice. `uv pip install|sync --dry-run` says which distributions leave and which
 arrive (its resolver, indexes and configuration, not ours). Then every arriving
-distribution is installed with `--target` into a staging folder (`--no-deps`, pinned to
+distribution is installed with `--prefix` into a staging folder (`--no-deps`, pinned to
 what the dry run chose), which fills uv's cache and gives the exact files and RECORD the
 real install will write. The planner simulates with those bytes.
+
+`--prefix` rather than `--target`: it lays the staging folder out as the environment is
+(lib/pythonX.Y/site-packages, bin, ...), so RECORD paths are the ones the real install
+writes, scripts as `../../../bin/x` included; `--target` puts every scheme under one
+folder and writes `bin/x`, which cannot be told apart from a package named `bin`.
 """
 
 from __future__ import annotations
@@ -86,9 +91,15 @@ def _no_new_lock_file(prefix: str) -> Iterator[None]:
 
 
 def stage(
-    uv: str, prefix: str, arriving: Sequence[Arrival], folder: str, options: Sequence[str]
+    uv: str,
+    prefix: str,
+    site: str,
+    arriving: Sequence[Arrival],
+    folder: str,
+    options: Sequence[str],
 ) -> tuple[Distribution, ...]:
-    """Install `arriving` into `folder` as uv would into the environment, and read them back.
+    """Install `arriving` under `folder` as uv would into the environment at `prefix`
+    (whose site folder is `site`), and read them back: their `site` is the staged one.
 
     `--python` gives uv the target interpreter, so it picks the wheels the real install
     would (same tags); `--no-deps` because the dry run already chose every distribution.
@@ -97,7 +108,8 @@ def stage(
         return ()
     with _no_new_lock_file(prefix):
         _stage(uv, prefix, arriving, folder, options)
-    staged, _ = scan_distributions((folder,))
+    staged_site = os.path.join(folder, os.path.relpath(site, prefix))
+    staged, _ = scan_distributions((staged_site,))
     wanted = {a.name for a in arriving}
     return tuple(d for d in staged if d.name in wanted)
 
@@ -112,7 +124,7 @@ def _stage(
             "install",
             "--python",
             prefix,
-            "--target",
+            "--prefix",
             folder,
             "--no-deps",
             *options,

@@ -173,3 +173,35 @@ def test_bad_input_is_one_line_and_changes_nothing(world: World, tmp_path: Path)
     missing = _run(world, venv, "sync", str(tmp_path / "absent.txt"), "--dry-run")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert diff(before, tree_digest(venv)) == []
+
+
+def test_rollback_restores_a_script_another_wheel_overwrote(tmp_path: Path) -> None:
+    """Scripts land outside site-packages (`bin/`): the snapshot must still hold the bytes an
+    arriving wheel writes over (staging with --prefix gives their real paths)."""
+    from tests.support import build_wheel
+
+    folder = tmp_path / "wheels"
+    wheels = [
+        build_wheel(
+            folder,
+            name,
+            "1.0",
+            {
+                f"{stem}.py": b"",
+                f"{stem}-1.0.data/scripts/tool": f"#!/bin/sh\necho {name}\n".encode(),
+            },
+        )
+        for name, stem in (("tool-a", "tool_a"), ("tool-b", "tool_b"))
+    ]
+    venv = make_venv(tmp_path / "venv")
+    uv_install(venv, [wheels[0]])
+    script = venv / "bin" / "tool"
+    assert b"tool-a" in script.read_bytes()
+    before = tree_digest(venv)
+    links = ("--offline", "--find-links", str(folder), "--ignore-running")
+    applied = cudatx("install", "tool-b", "--yes", *links, "--python", venv, cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    assert b"tool-b" in script.read_bytes()
+    back = cudatx("rollback", "--yes", "--python", venv, cwd=tmp_path)
+    assert back.returncode == 0, back.stderr
+    assert diff(before, tree_digest(venv)) == []
