@@ -6,9 +6,10 @@ import fnmatch
 import re
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import InvalidRequirement
 from packaging.utils import canonicalize_name
 
+from cudatx.dists import parse_requirement
 from cudatx.errors import NotInEnvironment, UnreadableFile, UsageError
 from cudatx.models import Distribution
 from cudatx.scan import Environment
@@ -78,7 +79,7 @@ def _requirements(path: str) -> list[str]:
     names = []
     for number, line in _logical_lines(text):
         try:
-            names.append(Requirement(line).name)
+            names.append(parse_requirement(line).name)
         except InvalidRequirement as exc:
             first = str(exc).splitlines()[0]  # packaging repeats the line with a caret below
             raise UsageError(f"{path}:{number}: not a requirement: {first}") from None
