@@ -16,6 +16,7 @@ from collections import defaultdict
 
 from packaging.utils import canonicalize_name
 
+from cudatx import confine
 from cudatx.dists import applicable_requirements
 from cudatx.fsview import OverlayView
 from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
@@ -350,6 +351,21 @@ def plan_removal(
     *,
     repair: bool,
     check_requirements: bool = True,
+) -> Plan:
+    plan = _removal(env, removing, repair=repair, check_requirements=check_requirements)
+    # RECORD entries that lead out of the environment are left alone (cudatx.confine).
+    names = {p.name for p in plan.reinstall}
+    touched = (*removing, *(d for d in env.distributions if d.name in names))
+    notes = confine.note(confine.outside(touched, env.target.prefix))
+    return plan.model_copy(update={"notes": plan.notes + notes}) if notes else plan
+
+
+def _removal(
+    env: Environment,
+    removing: tuple[Distribution, ...],
+    *,
+    repair: bool,
+    check_requirements: bool,
 ) -> Plan:
     plain = diff(env, simulate(env, removing), removing, (), check_requirements)
     fixes = _repairs(env, plain, removing)
