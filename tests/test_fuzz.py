@@ -166,6 +166,7 @@ class Reader:
     beside: tuple[tuple[str, bytes], ...] = ()  # files written next to it, unmutated
 
 
+_METADATA = ("METADATA", b"Metadata-Version: 2.1\nName: fuzz\nVersion: 1.0\n")
 # As uv writes it for a wheel installed from a local file.
 _DIRECT_URL = (
     b'{"archive_info":{"hash":"sha256=4a3f","hashes":{"sha256":"4a3f"}},'
@@ -189,7 +190,7 @@ READERS = [
         _dist_file_seeds("RECORD"),
         _read_distribution,
         (*_TEXT, b",", b'",', b"sha256=", b",,", b",-1", b",99999999999999999999"),
-        (("METADATA", b"Metadata-Version: 2.1\nName: fuzz\nVersion: 1.0\n"),),
+        (_METADATA,),
     ),
     Reader(
         "METADATA",
@@ -205,7 +206,7 @@ READERS = [
         lambda scratch: [_DIRECT_URL],
         _read_distribution,
         (*_TEXT, b"{", b"}", b'"url": ', b"\\n", b"\\u2028", b"null", b"[]", b"1e999"),
-        (("METADATA", b"Metadata-Version: 2.1\nName: fuzz\nVersion: 1.0\n"),),
+        (_METADATA, ("RECORD", b"fuzz-1.0.dist-info/direct_url.json,,\n")),
     ),
     Reader(
         "requirements",
