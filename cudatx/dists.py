@@ -201,9 +201,10 @@ def scan_distributions(sys_path: tuple[str, ...]) -> tuple[tuple[Distribution, .
 def parse_requirement(text: str) -> Requirement:
     """packaging's Requirement, every way it fails on hostile text as InvalidRequirement.
 
-    packaging's parser (26.x, _parser.py) reads a quoted marker value with ast.literal_eval,
+    packaging 26.2's parser (_parser.py) reads a quoted marker value with ast.literal_eval,
     which raises SyntaxError on a NUL, and descends recursively into nested parentheses, so
-    a few thousand of them raise RecursionError."""
+    two thousand of them raise RecursionError. packaging 26.4 refuses both itself; any
+    packaging >= 24 may be installed beside cudatx."""
     try:
         return Requirement(text)
     except SyntaxError:

@@ -465,7 +465,8 @@ def test_folded_and_unprintable_names_and_versions(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["a; os_name == 'x\x00'", "a; " + "(" * 3000 + "os_name == 'x'" + ")" * 3000],
+    # What crashed packaging 26.2 (26.4 refuses both itself).
+    ["a; os_name == 'Win\x00dows'", "a; " + "(" * 2000 + 'os_name=="x"' + ")" * 2000],
     ids=["nul-in-quoted-value", "nested-parentheses"],
 )
 def test_requirements_packaging_cannot_parse_are_skipped(tmp_path: Path, line: str) -> None:
