@@ -6,7 +6,9 @@ import csv
 import io
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
+from email.message import Message
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -29,21 +31,34 @@ def _read_text(path: Path, findings: list[Finding]) -> str | None:
         return None
 
 
-def parse_record(text: str, record_path: str, findings: list[Finding]) -> tuple[RecordEntry, ...]:
-    """RECORD rows are `path,algorithm=digest,size`; bad rows become findings, never errors."""
-    entries: list[RecordEntry] = []
-    # Row by row, so that one line csv refuses (a field over its size limit) costs that
-    # line only; newline="" so that only real newlines count as line breaks.
+_MAX_SIZE_DIGITS = 20  # 2**64 has 20 digits
+# RFC 5322 section 2.2.3: a folded header is unfolded by removing each line break that is
+# followed by whitespace. The email parser (compat32) keeps the breaks in the value.
+_FOLD = re.compile(r"\r?\n(?=[ \t])|\r(?=[ \t])")
+
+
+def record_rows(text: str) -> Iterator[tuple[int, list[str] | csv.Error]]:
+    """(line number, row) for each row of a RECORD, or (line number, the csv.Error) for a row
+    csv refuses. Row by row, so that one line csv refuses (a field over its size limit) costs
+    that line only; newline="" so that only real newlines count as line breaks."""
     reader = csv.reader(io.StringIO(text, newline=""))
     while True:
         number = reader.line_num + 1
-        where = f"{record_path}:{number}"
         try:
-            row = next(reader)
+            yield number, next(reader)
         except StopIteration:
-            break
+            return
         except csv.Error as exc:
-            findings.append(Finding(kind="malformed RECORD", path=where, message=str(exc)))
+            yield number, exc
+
+
+def parse_record(text: str, record_path: str, findings: list[Finding]) -> tuple[RecordEntry, ...]:
+    """RECORD rows are `path,algorithm=digest,size`; bad rows become findings, never errors."""
+    entries: list[RecordEntry] = []
+    for number, row in record_rows(text):
+        where = f"{record_path}:{number}"
+        if isinstance(row, csv.Error):
+            findings.append(Finding(kind="malformed RECORD", path=where, message=str(row)))
             continue
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
@@ -63,7 +78,9 @@ def parse_record(text: str, record_path: str, findings: list[Finding]) -> tuple[
                 continue
         size_value: int | None = None
         if size:
-            if not (size.isascii() and size.isdigit()):
+            # int() refuses strings of more than 4300 digits (CPython's limit against
+            # quadratic conversion, sys.get_int_max_str_digits): no real size has 20.
+            if not (size.isascii() and size.isdigit()) or len(size) > _MAX_SIZE_DIGITS:
                 findings.append(
                     Finding(kind="malformed RECORD", path=where, message=f"bad size {size!r}")
                 )
@@ -94,13 +111,35 @@ def _egg_requires(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _header(headers: Message, key: str, meta_dir: Path, findings: list[Finding]) -> str | None:
+    """A header's value on one line (unfolded, stripped), or None.
+
+    Names and versions end up in one-line messages and in uv's command line, so a value that
+    still holds a character the email parser does not split lines on (\\v, \\x1c, U+2028, ...)
+    or any other unprintable one is damage, reported, and never used."""
+    value = headers.get(key)
+    if value is None:
+        return None
+    value = _FOLD.sub("", str(value)).strip()
+    if not value.isprintable():
+        findings.append(
+            Finding(
+                kind="malformed metadata",
+                path=str(meta_dir),
+                message=f"{key} {value!r} holds unprintable characters; ignored",
+            )
+        )
+        return None
+    return value or None
+
+
 def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Distribution | None:
     egg = meta_dir.suffix == ".egg-info"
     metadata_text = _read_text(meta_dir / ("PKG-INFO" if egg else "METADATA"), findings)
     headers = HeaderParser().parsestr(metadata_text or "")
     stem_name, _, stem_version = meta_dir.stem.partition("-")
-    display = headers.get("Name") or stem_name
-    version = headers.get("Version") or stem_version.partition("-")[0]
+    display = _header(headers, "Name", meta_dir, findings) or stem_name
+    version = _header(headers, "Version", meta_dir, findings) or stem_version.partition("-")[0]
     if not display:
         findings.append(Finding(kind="malformed metadata", path=str(meta_dir), message="no name"))
         return None
@@ -159,6 +198,21 @@ def scan_distributions(sys_path: tuple[str, ...]) -> tuple[tuple[Distribution, .
     return tuple(found.values()), findings
 
 
+def parse_requirement(text: str) -> Requirement:
+    """packaging's Requirement, every way it fails on hostile text as InvalidRequirement.
+
+    packaging 26.2's parser (_parser.py) reads a quoted marker value with ast.literal_eval,
+    which raises SyntaxError on a NUL, and descends recursively into nested parentheses, so
+    two thousand of them raise RecursionError. packaging 26.4 refuses both itself; any
+    packaging >= 24 may be installed beside cudatx."""
+    try:
+        return Requirement(text)
+    except SyntaxError:
+        raise InvalidRequirement("a quoted value holds a NUL character") from None
+    except RecursionError:
+        raise InvalidRequirement("markers nested too deeply") from None
+
+
 def applicable_requirements(
     dist: Distribution, markers: Mapping[str, str]
 ) -> Iterator[Requirement]:
@@ -168,7 +222,7 @@ def applicable_requirements(
     environment = {**markers, "extra": ""}
     for text in dist.requires:
         try:
-            requirement = Requirement(text)
+            requirement = parse_requirement(text)
             if requirement.marker is None or requirement.marker.evaluate(environment):
                 yield requirement
         except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
@@ -181,8 +235,10 @@ def reinstall_spec(dist: Distribution) -> str:
     if dist.direct_url:
         try:
             url = json.loads(dist.direct_url).get("url")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):  # json nests recursively too
             url = None
-        if isinstance(url, str) and url:
+        # An unprintable URL (a line break in hand-edited JSON) would split the one-line
+        # messages and fix commands it appears in: name==version serves instead.
+        if isinstance(url, str) and url and url.isprintable():
             return f"{dist.name} @ {url}"
     return f"{dist.name}=={dist.version}"

@@ -22,6 +22,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudatx import confine
 from cudatx.dists import applicable_requirements
 from cudatx.facts import Mixed
 from cudatx.fsview import OverlayView
@@ -469,6 +470,22 @@ def plan_change(
 ) -> Plan:
     """Plan uninstalling `removing` and installing `installing` (staged, see cudatx.stage);
     with `repair`, also reinstalling what the uninstall would leave hollow."""
+    plan = _change(env, removing, installing, repair=repair, check_requirements=check_requirements)
+    # RECORD entries that lead out of the environment are left alone (cudatx.confine).
+    names = {p.name for p in plan.reinstall}
+    touched = (*removing, *(d for d in env.distributions if d.name in names))
+    notes = confine.note(confine.outside(touched, env.target.prefix))
+    return plan.model_copy(update={"notes": plan.notes + notes}) if notes else plan
+
+
+def _change(
+    env: Environment,
+    removing: tuple[Distribution, ...],
+    installing: tuple[Distribution, ...],
+    *,
+    repair: bool,
+    check_requirements: bool,
+) -> Plan:
     after = simulate(env, removing, (), installing)
     plain = diff(env, after, removing, (), check_requirements, installing)
     fixes = _repairs(env, plain, removing)

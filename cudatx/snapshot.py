@@ -33,6 +33,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cudatx.confine import inside
 from cudatx.errors import StoreError
 from cudatx.models import Frozen
 from cudatx.store import fsync_dir, make_private_dir, write_and_sync
@@ -68,20 +69,6 @@ class Snapshot(Frozen):
     installed: tuple[dict[str, str | None], ...]  # name, version, direct_url (from the caller)
     created: str
     prefix: str  # the environment; restore refuses to write anywhere that resolves outside it
-
-
-def _resolved(path: str) -> str:
-    """Where `path` lands once the folders leading to it are resolved (not the last part)."""
-    head, tail = os.path.split(path)
-    if tail in ("", ".", ".."):
-        return os.path.realpath(path)
-    return os.path.join(os.path.realpath(head or "."), tail)
-
-
-def _inside(path: str, real_prefix: str) -> bool:
-    if not os.path.isabs(path):
-        return False  # a relative path means nothing without a working folder: not saved
-    return os.path.commonpath([real_prefix, _resolved(path)]) == real_prefix
 
 
 def _digest_fd(fd: int) -> str:
@@ -213,7 +200,29 @@ def take(
         make_private_dir(files_dir)
     except OSError as exc:
         raise StoreError(f"cannot prepare {tmp}: {exc.strerror}", path=str(tmp)) from None
+    try:
+        return _fill(tmp, txn_dir, paths, folders, installed, prefix, real_prefix)
+    except BaseException:
+        # Give the space back at once: a full disk is the likeliest reason to get here, and
+        # the journal must still be written to say that the transaction ended. Removing the
+        # saved hard links drops names only; the live files keep their bytes.
+        with contextlib.suppress(OSError):
+            _remove_stale(tmp)
+        raise
 
+
+def _fill(
+    tmp: Path,
+    txn_dir: Path,
+    paths: Iterable[str],
+    folders: Iterable[str],
+    installed: Iterable[Mapping[str, str | None]],
+    prefix: str,
+    real_prefix: str,
+) -> tuple[Snapshot, list[str]]:
+    """take's work once snapshot.tmp/ and its files/ exist."""
+    files_dir = tmp / FILES
+    final = txn_dir / SNAPSHOT
     saved: list[SavedFile] = []
     kept_folders: list[str] = []
     outside: list[str] = []
@@ -223,7 +232,7 @@ def take(
         if path in seen:
             continue
         seen.add(path)
-        if not _inside(path, real_prefix):
+        if not inside(path, real_prefix):
             outside.append(path)
             continue
         try:
@@ -338,7 +347,7 @@ def _precheck_targets(snapshot: Snapshot) -> None:
     # since the snapshot), or a folder now standing where a file or symlink must go back.
     real_prefix = os.path.realpath(snapshot.prefix)
     for path in (*(f.path for f in snapshot.files), *snapshot.folders):
-        if not _inside(path, real_prefix):
+        if not inside(path, real_prefix):
             raise StoreError(
                 f"cannot restore {path}: it now resolves outside {snapshot.prefix}", path=path
             )
@@ -365,8 +374,33 @@ def _temp_beside(path: str) -> str:
     return os.path.join(head, f".cudatx-{hashlib.sha256(tail.encode()).hexdigest()[:16]}.tmp")
 
 
+def _already_back(saved: SavedFile, store_copy: os.stat_result) -> bool:
+    """Whether the live file already holds the saved bytes and mode (uv stopped before it).
+
+    Such a file is left alone: it may be one the kernel will not let anyone replace (an
+    immutable file, a folder without write access), which is often why uv stopped. A live
+    file that is the store's own inode (a hard link uv never broke) is copied out anyway."""
+    try:
+        fd = os.open(saved.path, _READ)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        return (
+            stat.S_ISREG(st.st_mode)
+            and (st.st_dev, st.st_ino) != (store_copy.st_dev, store_copy.st_ino)
+            and stat.S_IMODE(st.st_mode) == saved.mode
+            and st.st_size == saved.size
+            and _digest_fd(fd) == saved.sha256
+        )
+    finally:
+        os.close(fd)
+
+
 def _put_back_file(txn_dir: Path, saved: SavedFile) -> None:
     source = _stored_path(txn_dir, saved)
+    if _already_back(saved, os.stat(source, follow_symlinks=False)):
+        return
     temp = _temp_beside(saved.path)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temp)  # unlink(2) removes a symlink itself, never what it points to

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cudatx import running, snapshot
+from cudatx import confine, running, snapshot
 from cudatx.dists import reinstall_spec
 from cudatx.errors import Conflict, Interrupted, InUse, RolledBack, StoreError
 from cudatx.models import Distribution
@@ -188,11 +188,19 @@ def apply_removal(
                 store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
             )
         except Exception:
-            # Nothing was changed yet (uv runs only after the snapshot): not interrupted.
-            journal.step("rolled back", error="the snapshot could not be written")
+            # Nothing was changed yet (uv runs only after the snapshot): not interrupted. On a
+            # full disk even this may fail; the snapshot's own error is the one to report
+            # (and a later run finds no snapshot to restore: rollback completes at once).
+            with contextlib.suppress(StoreError):
+                journal.step("rolled back", error="the snapshot could not be written")
             raise
         journal.step("snapshotted", outside=sorted(outside))
         try:
+            # uv deletes what a RECORD lists, through symlinks too: entries that lead out of
+            # the environment go from the RECORDs first (the snapshot holds the originals).
+            journal.data["withheld"] = confine.withhold(
+                (*removing, *reinstalling), env.target.prefix
+            )
             _apply(journal, uv, env, removing, reinstalling, installing, options)
             after = rescan()
             _verify(plan, env, after, removing, reinstalling, staged, options)
@@ -203,7 +211,8 @@ def apply_removal(
             journal.step("rolled back")
             raise RolledBack(f"{message}; the environment was rolled back ({txn})") from None
         journal.step("verified")
-        journal.step("committed", after={p: _sha256(p) for p in touched})
+        kept = set(touched) - set(outside)  # what lies outside is none of rollback's business
+        journal.step("committed", after={p: _sha256(p) for p in sorted(kept)})
         return txn
 
 
@@ -341,11 +350,14 @@ def _remove_added(prefix: str, names: set[str], keep: set[str]) -> None:
 
     site_dirs = _site_dirs(prefix)
     dists, _ = scan_distributions(tuple(site_dirs))
+    real_prefix = os.path.realpath(prefix)
     for dist in dists:
         if canonicalize_name(dist.name) not in names:
             continue
         for path in _files_of(dist):
-            if path not in keep and os.path.lexists(path) and path.startswith(prefix):
+            # Resolved, not compared as strings: `<prefix>/pkg/escape/x` may lead out through a
+            # symlink, and `<prefix>2/x` starts with the prefix's string too.
+            if path not in keep and os.path.lexists(path) and confine.inside(path, real_prefix):
                 os.unlink(path)
         if dist.metadata_dir not in keep and os.path.isdir(dist.metadata_dir):
             for folder, _, files in os.walk(dist.metadata_dir, topdown=False):

@@ -429,3 +429,57 @@ def test_applicable_requirements_skip_what_cannot_apply() -> None:
     names = [r.name for r in applicable_requirements(dist, markers)]
     assert names[:2] == ["a", "d"]
     assert "b" not in names and "c" not in names and "e" not in names
+
+
+# -------------------------------------------------------------------------------------
+# What fuzzing found (tests/test_fuzz.py): each was an uncaught exception or a name that
+# would have split a one-line message
+# -------------------------------------------------------------------------------------
+
+
+def test_parse_record_size_beyond_ints_digit_limit_is_a_finding() -> None:
+    findings: list[Finding] = []
+    assert parse_record("a.py,,1" + "0" * 5000 + "\nb.py,,3\n", "R", findings) == (
+        RecordEntry(path="b.py", size=3),
+    )
+    assert [f.path for f in findings] == ["R:1"]
+
+
+def _dist_with(tmp_path: Path, metadata: str, direct_url: str | None = None) -> Distribution:
+    info = tmp_path / "site" / "x-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(metadata)
+    (info / "RECORD").write_text("x.py,,\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(direct_url)
+    [dist], _ = scan_distributions((str(tmp_path / "site"),))
+    return dist
+
+
+def test_folded_and_unprintable_names_and_versions(tmp_path: Path) -> None:
+    dist = _dist_with(tmp_path / "a", "Name:\n Folded\nVersion: 2.0\n")
+    assert (dist.display_name, dist.version) == ("Folded", "2.0")
+    dist = _dist_with(tmp_path / "b", "Name: x\u2028y\nVersion: 1\x0b2\n")
+    assert (dist.display_name, dist.version) == ("x", "1.0")  # the folder's name and version
+
+
+@pytest.mark.parametrize(
+    "line",
+    # What crashed packaging 26.2 (26.4 refuses both itself).
+    ["a; os_name == 'Win\x00dows'", "a; " + "(" * 2000 + 'os_name=="x"' + ")" * 2000],
+    ids=["nul-in-quoted-value", "nested-parentheses"],
+)
+def test_requirements_packaging_cannot_parse_are_skipped(tmp_path: Path, line: str) -> None:
+    from cudatx.dists import applicable_requirements
+
+    dist = _dist_with(tmp_path, f"Name: x\nVersion: 1\nRequires-Dist: {line}\nRequires-Dist: b\n")
+    assert [r.name for r in applicable_requirements(dist, {})] == ["b"]
+
+
+@pytest.mark.parametrize(
+    "text", ['{"url": "file:///a\\nb"}', "[" * 100_000 + "]" * 100_000], ids=["newline", "deep"]
+)
+def test_reinstall_spec_of_a_hostile_direct_url(tmp_path: Path, text: str) -> None:
+    from cudatx.dists import reinstall_spec
+
+    assert reinstall_spec(_dist_with(tmp_path, "Name: x\nVersion: 1\n", text)) == "x==1"

@@ -363,6 +363,7 @@ def test_copies_when_the_store_is_on_another_filesystem(env: Path) -> None:
         shutil.rmtree(store_dir)
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("where", ["store", "live"])
 def test_bytes_written_in_place_are_caught_and_nothing_is_restored(env: Path, where: str) -> None:
     txn_dir, _ = _snap(env)
@@ -389,6 +390,7 @@ def test_bytes_written_in_place_are_caught_and_nothing_is_restored(env: Path, wh
     assert diff(damaged, tree_digest(env)) == []  # all or nothing: nothing came back
 
 
+@pytest.mark.reliability
 def test_paths_outside_the_prefix_are_not_saved(tmp_path: Path, env: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -415,6 +417,7 @@ def test_paths_outside_the_prefix_are_not_saved(tmp_path: Path, env: Path) -> No
     assert os.stat(elsewhere / "secret").st_nlink == 1
 
 
+@pytest.mark.reliability
 def test_restore_refuses_a_folder_that_now_leads_outside(tmp_path: Path, env: Path) -> None:
     txn_dir, _ = _snap(env)
     saved = load(txn_dir)
@@ -450,6 +453,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.reliability
 def test_a_take_killed_at_any_point_leaves_no_snapshot_or_a_complete_one(tmp_path: Path) -> None:
     prefix = tmp_path / "env"
     many = prefix / "many"

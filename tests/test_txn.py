@@ -368,6 +368,7 @@ CRASHES = [
 ]
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(("crash_at", "uv_script"), CRASHES)
 def test_sigkill_at_each_step_then_rollback_restores_the_tree(
     venv: Venv, crash_at: str | None, uv_script: str | None
@@ -454,6 +455,7 @@ def test_failing_verify_command_rolls_back(venv: Venv) -> None:
     assert command in str(journal["error"])
 
 
+@pytest.mark.reliability
 def test_uv_that_cannot_run_changes_nothing(venv: Venv) -> None:
     before = venv.digest()
     done = run(venv, *repair_args(venv, "--uv", "/nonexistent/uv"))
@@ -489,6 +491,7 @@ exec "$REAL" "$@"
         pytest.param('"$REAL" "$@" >/dev/null 2>&1', id="after-deleting"),
     ],
 )
+@pytest.mark.reliability
 def test_uv_failing_during_uninstall_rolls_back_with_its_last_line(venv: Venv, real: str) -> None:
     before = venv.digest()
     uv = wrapper(venv, "uv-fails", UV_FAILS.format(real=real))
@@ -603,40 +606,43 @@ def test_not_a_terminal_without_yes_changes_nothing(venv: Venv) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def test_two_applies_at_once_exactly_one_proceeds(venv: Venv) -> None:
-    before = venv.digest()
-    gate = venv.work / "go"
-    # The first apply's uv waits (up to 30 s) until the test lets it go: it holds the
-    # environment's lock all that time.
+@contextmanager
+def holding_the_lock(v: Venv) -> Iterator[subprocess.Popen[str]]:
+    """An apply (`remove nvidia-cudnn-cu12 --repair`) whose uv waits (up to 30 s) until the
+    block ends: it holds the environment's lock all that time. It must commit."""
+    gate = v.work / "go"
     slow = wrapper(
-        venv,
+        v,
         "uv-slow",
         f"i=0\nwhile [ ! -e {shlex.quote(os.fspath(gate))} ] && [ $i -lt 600 ]; do\n"
         '    sleep 0.05; i=$((i+1))\ndone\nexec "$REAL" "$@"\n',
     )
-    first = start(venv, *repair_args(venv, "--uv", os.fspath(slow)))
-    second: subprocess.Popen[str] | None = None
+    first = start(v, *repair_args(v, "--uv", os.fspath(slow)))
     try:
-        lock = venv.store / "lock"
+        lock = v.store / "lock"
         deadline = time.monotonic() + 60
         while not (lock.is_file() and lock.read_text().strip() == str(first.pid)):
             assert first.poll() is None, first.communicate()
             assert time.monotonic() < deadline, "the first apply never took the lock"
             time.sleep(0.02)
-        second = start(venv, *repair_args(venv))
-        _, err2 = second.communicate(timeout=60)
+        yield first
         gate.touch()
-        _, err1 = first.communicate(timeout=60)
+        _, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
     finally:
         gate.touch()
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert first.returncode == 0, err1
-    assert second.returncode == BUSY, err2
-    line = [ln for ln in err2.splitlines() if ln.startswith("cudatx: error: ")]
-    assert line and f"pid {first.pid}" in line[0], err2
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+
+
+@pytest.mark.reliability
+def test_two_applies_at_once_exactly_one_proceeds(venv: Venv) -> None:
+    before = venv.digest()
+    with holding_the_lock(venv) as first:
+        second = run(venv, *repair_args(venv))
+    assert second.returncode == BUSY, second.stderr
+    assert f"pid {first.pid}" in error(second)
     assert_repaired(venv)
     [journal] = journals(venv)
     assert journal["state"] == "committed"
@@ -672,6 +678,7 @@ def holding(lib: Path) -> Iterator[int]:
         proc.wait()
 
 
+@pytest.mark.reliability
 def test_a_process_mapping_the_library_blocks_the_apply(venv: Venv) -> None:
     before = venv.digest()
     with holding(venv.site / CUDNN) as pid:
@@ -720,6 +727,7 @@ def _saved(v: Venv, rel: str) -> Path:
     return snapshot / "files" / entry["stored"]
 
 
+@pytest.mark.reliability
 def test_rollback_refuses_a_tampered_snapshot(venv: Venv) -> None:
     done = run(venv, *repair_args(venv))
     assert done.returncode == 0, done.stderr
@@ -737,6 +745,7 @@ def test_rollback_refuses_a_tampered_snapshot(venv: Venv) -> None:
     assert journals(venv)[0]["state"] != "rolled back"
 
 
+@pytest.mark.reliability
 def test_a_refused_rollback_removes_nothing_either(venv: Venv) -> None:
     # cu13 lost a file of its own before the change (a hollow co-owner, what --repair is
     # for): the reinstall adds it back, so rolling back means deleting it again, but only
