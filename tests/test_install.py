@@ -205,3 +205,33 @@ def test_rollback_restores_a_script_another_wheel_overwrote(tmp_path: Path) -> N
     back = cudatx("rollback", "--yes", "--python", venv, cwd=tmp_path)
     assert back.returncode == 0, back.stderr
     assert diff(before, tree_digest(venv)) == []
+
+
+def test_an_upgrade_is_planned_applied_and_rolled_back(tmp_path: Path) -> None:
+    """uv's dry run says `- old` and `+ new`; the plan lists both; rollback brings the old
+    version's files (and only them) back."""
+    from tests.support import build_wheel
+
+    folder = tmp_path / "wheels"
+    old, _ = (
+        build_wheel(folder, "solo", version, {f"solo/v{version[0]}.py": version.encode()})
+        for version in ("1.0", "2.0")
+    )
+    venv = make_venv(tmp_path / "venv")
+    uv_install(venv, [old])
+    before = tree_digest(venv)
+    links = ("--offline", "--find-links", str(folder), "--ignore-running")
+    dry = cudatx(
+        "install", "solo==2.0", "--dry-run", "--json", *links, "--python", venv, cwd=tmp_path
+    )
+    assert dry.returncode == 0, dry.stderr
+    plan = _plan(dry)
+    assert plan["remove"] == [{"name": "solo", "version": "1.0"}]
+    assert plan["install"] == [{"name": "solo", "version": "2.0"}]
+    applied = cudatx("install", "solo==2.0", "--yes", *links, "--python", venv, cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    site = site_packages(venv)
+    assert (site / "solo" / "v2.py").exists() and not (site / "solo" / "v1.py").exists()
+    back = cudatx("rollback", "--yes", "--python", venv, cwd=tmp_path)
+    assert back.returncode == 0, back.stderr
+    assert diff(before, tree_digest(venv)) == []
