@@ -30,8 +30,21 @@ def python_option(command: F) -> F:
     )(command)
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta[f"cudatx.{param.name}"] = value
+    return value
+
+
 def target_options(command: F) -> F:
-    """--python and --ld-library-path, for the subcommands that replay the loader."""
+    """--python, --ld-library-path, --no-cache and --no-progress, for the subcommands that
+    replay the loader. The last two reach _scan through the context, not the command."""
+    for flag, text in (
+        ("--no-progress", "Draw no progress bar on stderr (one shows only on a terminal)."),
+        ("--no-cache", "Read every file afresh, and neither read nor write the scan cache."),
+    ):
+        command = click.option(
+            flag, is_flag=True, expose_value=False, callback=_remember, help=text
+        )(command)
     command = click.option(
         "--ld-library-path",
         metavar="PATH",
@@ -43,11 +56,29 @@ def target_options(command: F) -> F:
 
 
 def _scan(python: str | None, ld_library_path: str | None) -> Any:
+    """Scan the target with the cache (written when the command ends) and a progress bar."""
+    from cudatx.progress import Bar, wanted
     from cudatx.scan import scan
 
+    ctx = click.get_current_context()
+    cache = None
+    if not ctx.meta.get("cudatx.no_cache"):
+        from cudatx.cache import open_cache
+
+        cache = open_cache()
+        if cache is not None:
+            ctx.call_on_close(cache.close)
+    stream = click.get_text_stream("stderr")
+    bar = None
+    if wanted(stream, os.environ, disabled=bool(ctx.meta.get("cudatx.no_progress"))):
+        bar = Bar(stream, colour=not os.environ.get("NO_COLOR"))
     if ld_library_path is None:
         ld_library_path = os.environ.get("LD_LIBRARY_PATH")
-    env = scan(python, ld_library_path=ld_library_path or None)
+    try:
+        env = scan(python, ld_library_path=ld_library_path or None, cache=cache, progress=bar)
+    finally:
+        if bar is not None:
+            bar.finish()
     click.echo(f"Using Python {env.target.version} environment at: {env.target.prefix}", err=True)
     return env
 
@@ -244,7 +275,7 @@ def remove(
             ignore_running=ignore_running,
             command=" ".join(["cudatx", "remove", *sys.argv[2:]]),
         ),
-        lambda: scan(python, ld_library_path=env.ld_library_path),
+        lambda: scan(python, ld_library_path=env.ld_library_path, cache=env.view.cache),
     )
     click.echo(f"Applied as transaction {txn}; `cudatx rollback` undoes it.", err=True)
 

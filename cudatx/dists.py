@@ -7,14 +7,19 @@ import io
 import json
 import os
 from collections.abc import Iterator, Mapping
-from email.parser import HeaderParser
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from cudatx.models import Distribution, Finding, RecordEntry
+from cudatx.cache import file_key
+from cudatx.cache import settled as is_settled
+from cudatx.models import Distribution, Finding, Frozen, RecordEntry
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
 
 
 def _read_text(path: Path, findings: list[Finding]) -> str | None:
@@ -95,6 +100,8 @@ def _egg_requires(text: str) -> tuple[str, ...]:
 
 
 def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Distribution | None:
+    from email.parser import HeaderParser  # 10 ms to import, and only a cache miss needs it
+
     egg = meta_dir.suffix == ".egg-info"
     metadata_text = _read_text(meta_dir / ("PKG-INFO" if egg else "METADATA"), findings)
     headers = HeaderParser().parsestr(metadata_text or "")
@@ -138,7 +145,17 @@ def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Di
     )
 
 
-def scan_distributions(sys_path: tuple[str, ...]) -> tuple[tuple[Distribution, ...], list[Finding]]:
+# What _read_distribution reads of a metadata folder: a cached result stands while these keep
+# their state (a file that appears or goes away changes it too).
+_READS = {
+    "dist-info": ("METADATA", "RECORD", "INSTALLER", "direct_url.json"),
+    "egg-info": ("PKG-INFO", "installed-files.txt", "requires.txt", "INSTALLER", "direct_url.json"),
+}
+
+
+def scan_distributions(
+    sys_path: tuple[str, ...], cache: ScanCache | None = None
+) -> tuple[tuple[Distribution, ...], list[Finding]]:
     """Every distribution on sys.path; the first of a name wins, as importlib.metadata does."""
     findings: list[Finding] = []
     found: dict[str, Distribution] = {}
@@ -153,10 +170,52 @@ def scan_distributions(sys_path: tuple[str, ...]) -> tuple[tuple[Distribution, .
             meta_dir = Path(site, name)
             if not meta_dir.is_dir():
                 continue
-            dist = _read_distribution(meta_dir, site, findings)
+            if cache is None:
+                dist = _read_distribution(meta_dir, site, findings)
+            else:
+                dist = _cached_distribution(cache, meta_dir, site, findings)
             if dist is not None and dist.name not in found:
                 found[dist.name] = dist
     return tuple(found.values()), findings
+
+
+def _cached_distribution(
+    cache: ScanCache, meta_dir: Path, site: str, findings: list[Finding]
+) -> Distribution | None:
+    states: list[str] = []
+    settled = True
+    for name in _READS[meta_dir.suffix[1:]]:
+        try:
+            st = os.stat(meta_dir / name)
+        except FileNotFoundError:
+            states.append("-")
+            continue
+        except OSError:
+            return _read_distribution(meta_dir, site, findings)  # reported as it is read
+        states.append(":".join(file_key(st)))
+        settled = settled and is_settled(st)
+    key, state = f"{site}\0{meta_dir.name}", "|".join(states)
+    text = cache.get("dist", key, state)
+    if text is not None:
+        try:
+            stored = _Stored.model_validate_json(text)  # RECORD rows and all, in one pass
+            findings.extend(stored.findings)
+            return stored.dist
+        except ValueError:  # pydantic's ValidationError is a ValueError
+            cache.invalid()
+    own: list[Finding] = []
+    dist = _read_distribution(meta_dir, site, own)
+    findings.extend(own)
+    if settled and not any(f.kind == "unreadable" for f in own):
+        cache.put("dist", key, state, _Stored(dist=dist, findings=tuple(own)).model_dump_json())
+    return dist
+
+
+class _Stored(Frozen):
+    """What the scan cache keeps of one metadata folder."""
+
+    dist: Distribution | None
+    findings: tuple[Finding, ...]
 
 
 def applicable_requirements(

@@ -22,10 +22,11 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -34,6 +35,9 @@ from cudatx.dists import applicable_requirements
 from cudatx.fsview import FileView
 from cudatx.models import Distribution, ElfInfo, Frozen, RecordEntry, Status
 from cudatx.scan import Environment
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
 
 __all__ = [
     "Basis",
@@ -44,6 +48,7 @@ __all__ = [
     "co_owned",
     "cuda_major_of_dist",
     "cuda_major_of_file",
+    "file_classifier",
     "hollow",
     "mixed_majors",
     "torch_cuda",
@@ -178,7 +183,7 @@ class _Context:
         """The file's digest as RECORD writes it; None if it cannot be read or hashed."""
         cache_key = (path, algorithm)
         if cache_key not in self.digests:
-            self.digests[cache_key] = _hash_file(path, algorithm)
+            self.digests[cache_key] = _hash_file(path, algorithm, self.env.view.cache)
         return self.digests[cache_key]
 
     def entry(self, dist: Distribution, key: str) -> RecordEntry | None:
@@ -230,15 +235,24 @@ class _Context:
 _DIGESTS: dict[tuple[str, str, int, int, int, int], str | None] = {}
 
 
-def _hash_file(path: str, algorithm: str) -> str | None:
+def _hash_file(path: str, algorithm: str, cache: ScanCache | None) -> str | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
     key = (path, algorithm, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = _hash_now(path, algorithm)
-    return _DIGESTS[key]
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    kind = f"digest:{algorithm}"
+    stored = cache.get_file(kind, st) if cache is not None else None
+    if stored:
+        digest: str | None = stored
+    else:
+        digest = _hash_now(path, algorithm)
+        if cache is not None and digest is not None:
+            cache.put_file(kind, st, digest)
+    _DIGESTS[key] = digest
+    return digest
 
 
 def _hash_now(path: str, algorithm: str) -> str | None:
@@ -363,6 +377,20 @@ def cuda_major_of_file(env: Environment, path: str, info: ElfInfo | None) -> Cla
     owner's own version where it tracks CUDA (nvidia-cuda-runtime 13.0.96).
     """
     return _classify_file(_Context(env), path, info, with_owner=True)
+
+
+def file_classifier(env: Environment) -> Callable[[str, ElfInfo | None], Classified | None]:
+    """cuda_major_of_file for many files of one environment: digests, owners' metadata and
+    answers computed once (a replay asks for every object of every root)."""
+    ctx = _Context(env)
+    answers: dict[str, Classified | None] = {}
+
+    def classify(path: str, info: ElfInfo | None) -> Classified | None:
+        if path not in answers:
+            answers[path] = _classify_file(ctx, path, info, with_owner=True)
+        return answers[path]
+
+    return classify
 
 
 def _classify_file(
@@ -546,12 +574,15 @@ def torch_cuda(env: Environment) -> str | None:
     dist = env.distribution("torch")
     if dist is None:
         return None
-    relative = next(
-        (e.path for e in dist.records if os.path.normpath(e.path) == "torch/version.py"),
-        "torch/version.py",
-    )
+    path = os.path.join(dist.site, "torch", "version.py")
+    if not os.path.exists(path):  # RECORD may spell it otherwise (13,000 rows: only then)
+        relative = next(
+            (e.path for e in dist.records if os.path.normpath(e.path) == "torch/version.py"),
+            "torch/version.py",
+        )
+        path = os.path.join(dist.site, relative)
     try:
-        with open(os.path.join(dist.site, relative), "rb") as stream:
+        with open(path, "rb") as stream:
             tree = ast.parse(stream.read())
     except (OSError, SyntaxError, ValueError):
         return None

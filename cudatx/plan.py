@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 from cudatx.dists import applicable_requirements
 from cudatx.fsview import OverlayView
 from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
-from cudatx.scan import Environment, load_roots, owners_index
+from cudatx.scan import Environment, load_roots
 
 SCHEMA_VERSION = 1
 _MET = (Status.RESOLVED, Status.SYSTEM)
@@ -114,7 +114,7 @@ def simulate(
     after = dataclasses.replace(
         env,
         distributions=remaining,
-        owners=owners_index(remaining, env.keys),
+        owners=env.owners.without(frozenset(names)),
         roots=tuple(r for r in env.roots if env.keys(r) not in gone),
     )
     return load_roots(after, OverlayView(env.view, frozenset(gone), env.keys))
