@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
-import hashlib
 import os
 import sqlite3
 import stat
@@ -296,11 +295,12 @@ def _rebuild(folder: Path, lock: int) -> bool:
 @functools.cache
 def _fingerprint() -> str:
     """cudatx's version and the source of the modules whose results are stored: a checkout
-    that changes how facts are read never meets facts read the old way."""
-    digest = hashlib.sha256(str(SCHEMA).encode())
+    that changes how facts are read never meets facts read the old way (crc32: no one is
+    trying to collide it, and hashlib would cost an OpenSSL load on every run)."""
+    crc = zlib.crc32(str(SCHEMA).encode())
     for name in ("cache.py", "dists.py", "elf.py", "fsview.py", "models.py", "preload.py"):
         try:
-            digest.update(Path(__file__).with_name(name).read_bytes())
+            crc = zlib.crc32(Path(__file__).with_name(name).read_bytes(), crc)
         except OSError:
-            digest.update(name.encode())
-    return f"{__version__}+{digest.hexdigest()[:16]}"
+            crc = zlib.crc32(name.encode(), crc)
+    return f"{__version__}+{crc:08x}"

@@ -5,10 +5,11 @@ Core modules are imported inside each command so that `--help` and `--version` s
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -37,7 +38,22 @@ def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 def target_options(command: F) -> F:
     """--python, --ld-library-path, --no-cache and --no-progress, for the subcommands that
-    replay the loader. The last two reach _scan through the context, not the command."""
+    replay the loader. The last two reach _scan through the context, not the command.
+
+    The target interpreter is asked about itself (a subprocess) as the command starts,
+    before the command imports the core: the two overlap, and _scan collects the answer.
+    """
+
+    run = command
+
+    @functools.wraps(run)
+    def started(*args: Any, **kwargs: Any) -> Any:
+        from cudatx.target import start_query
+
+        click.get_current_context().meta["cudatx.query"] = start_query(kwargs.get("python"))
+        return run(*args, **kwargs)
+
+    command = cast(F, started)
     for flag, text in (
         ("--no-progress", "Draw no progress bar on stderr (one shows only on a terminal)."),
         ("--no-cache", "Read every file afresh, and neither read nor write the scan cache."),
@@ -74,8 +90,15 @@ def _scan(python: str | None, ld_library_path: str | None) -> Any:
         bar = Bar(stream, colour=not os.environ.get("NO_COLOR"))
     if ld_library_path is None:
         ld_library_path = os.environ.get("LD_LIBRARY_PATH")
+    query = ctx.meta.pop("cudatx.query", None)
     try:
-        env = scan(python, ld_library_path=ld_library_path or None, cache=cache, progress=bar)
+        env = scan(
+            python,
+            ld_library_path=ld_library_path or None,
+            cache=cache,
+            progress=bar,
+            query=query,
+        )
     finally:
         if bar is not None:
             bar.finish()

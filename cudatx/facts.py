@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import base64
 import functools
-import hashlib
 import itertools
 import json
 import os
@@ -256,6 +255,8 @@ def _hash_file(path: str, algorithm: str, cache: ScanCache | None) -> str | None
 
 
 def _hash_now(path: str, algorithm: str) -> str | None:
+    import hashlib  # OpenSSL: loaded only when something is hashed
+
     try:
         hasher = hashlib.new(algorithm)
     except (ValueError, TypeError):
@@ -273,11 +274,13 @@ def _hash_now(path: str, algorithm: str) -> str | None:
 
 def _checked(dist: Distribution) -> Iterator[RecordEntry]:
     """RECORD entries worth checking: with a hash, and not RECORD itself."""
-    record = os.path.join(dist.metadata_dir, "RECORD")
+    record = os.path.normpath(os.path.join(dist.metadata_dir, "RECORD"))
     for entry in dist.records:
         if entry.hash_algorithm is None or entry.hash_digest is None:
             continue
-        if os.path.normpath(os.path.join(dist.site, entry.path)) == os.path.normpath(record):
+        if entry.path.endswith("RECORD") and (
+            os.path.normpath(os.path.join(dist.site, entry.path)) == record
+        ):
             continue
         yield entry
 

@@ -55,6 +55,7 @@ class FileView:
         self._strings: dict[str, tuple[str, ...]] = {}
         self._stats: dict[str, os.stat_result] = {}
         self._folders: dict[str, bool] = {}
+        self._globbed: dict[str, list[str]] = {}
 
     def probe(self, path: str) -> Probe:
         cached = self._probes.get(path)
@@ -71,7 +72,21 @@ class FileView:
 
     def glob(self, pattern: str) -> list[str]:
         """Python's glob, in its own (directory) order, as the package's code sees it."""
-        return glob.glob(pattern)
+        found = self._globbed.get(pattern)
+        if found is None:
+            found = self._globbed[pattern] = glob.glob(pattern)
+        return list(found)
+
+    def found(self) -> set[str]:
+        """Every path this view has answered exists (probed, read, or matched by a glob).
+
+        A change that deletes none of them, replayed on this view, asks the same questions
+        and gets the same answers (cudatx.plan uses it)."""
+        out = {path for path, probe in self._probes.items() if probe.seen is not Seen.MISSING}
+        out.update(self._strings)
+        for matches in self._globbed.values():
+            out.update(matches)
+        return out
 
     def is_folder(self, path: str) -> bool:
         """Whether `path` is a folder (through symlinks). A change removes files, and a file
@@ -201,3 +216,7 @@ class OverlayView(FileView):
 
     def glob(self, pattern: str) -> list[str]:
         return [p for p in self._base.glob(pattern) if not self._is_gone(p)]
+
+    def gone(self, path: str) -> bool:
+        """Whether the change deleted `path` (or, for a symlink, what it points at)."""
+        return self._is_gone(path)

@@ -117,7 +117,28 @@ def simulate(
         owners=env.owners.without(frozenset(names)),
         roots=tuple(r for r in env.roots if env.keys(r) not in gone),
     )
-    return load_roots(after, OverlayView(env.view, frozenset(gone), env.keys))
+    view = OverlayView(env.view, frozenset(gone), env.keys)
+    if _replay_unchanged(env, view, names):
+        return dataclasses.replace(after, view=view)
+    return load_roots(after, view)
+
+
+def _replay_unchanged(env: Environment, view: OverlayView, removed: set[str]) -> bool:
+    """Whether replaying on `view` must give what `env` holds, so it need not be done again.
+
+    A replay reads files (through the view: probes, .rodata names, globs), the owners of
+    the objects it maps (their CUDA major) and the packages that preload (torch). If the
+    change deletes no file the first replay found and removes none of those distributions,
+    the second replay would read the same answers and say the same (typical of removing a
+    pure-Python package: `cudatx remove six`)."""
+    if isinstance(env.view, OverlayView):
+        return False  # only the scan's own view records what its replay read
+    found = env.view.found()
+    if any(view.gone(path) for path in found):
+        return False
+    if any(c.load_list.distribution in removed for c in env.contexts):
+        return False
+    return not any(name in removed for path in found for name in env.owners.get(env.keys(path), ()))
 
 
 def _edges(env: Environment) -> dict[tuple[str, str, str, Evidence], Resolution]:

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -22,7 +22,7 @@ from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget, Resoluti
 from cudatx.preload import read_preloads
 from cudatx.runtime import PackageContext, RootLoader, locate_preloads
 from cudatx.system import SystemLoader, probe_system
-from cudatx.target import find_target
+from cudatx.target import Query, start_query
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -103,14 +103,26 @@ class _ByName:
 
     def __init__(self, distributions: tuple[Distribution, ...], keys: PathKeys) -> None:
         self.keys = keys
-        self.paths: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        # Where each distribution's relative RECORD paths start (os.path.join's rules).
+        self._sites = {
+            d.name: d.site if not d.site or d.site.endswith("/") else d.site + "/"
+            for d in distributions
+        }
+        # File name -> (owner, path as RECORD writes it). The loop runs once per RECORD line
+        # (28,000 for torch), hence its plain shape.
+        self.paths: dict[str, list[tuple[str, str]]] = {}
+        paths = self.paths
         for dist in distributions:
-            # os.path.join(dist.site, path), spelt out: it runs once per RECORD line.
-            site = dist.site if not dist.site or dist.site.endswith("/") else dist.site + "/"
+            owner = dist.name
             for entry in dist.records:
-                path = entry.path if entry.path.startswith("/") else site + entry.path
+                path = entry[0]
                 # PathKeys resolves the folder only: a key ends in its path's file name.
-                self.paths[path.rpartition("/")[2]].append((dist.name, path))
+                name = path[path.rfind("/") + 1 :]
+                group = paths.get(name)
+                if group is None:
+                    paths[name] = [(owner, path)]
+                else:
+                    group.append((owner, path))
         self._keyed: dict[str, dict[str, tuple[str, ...]]] = {}
 
     def group(self, name: str) -> dict[str, tuple[str, ...]]:
@@ -119,6 +131,8 @@ class _ByName:
         if keyed is None:
             index: dict[str, list[str]] = defaultdict(list)
             for owner, path in self.paths.get(name, ()):
+                if not path.startswith("/"):
+                    path = self._sites[owner] + path
                 owners = index[self.keys(path)]
                 if owner not in owners:
                     owners.append(owner)
@@ -153,6 +167,8 @@ class Owners(Mapping[str, tuple[str, ...]]):
         )
 
     def get(self, key: str, default: Any = None) -> Any:
+        if self._all is not None:  # every key known: doctor asks about every RECORD line
+            return self._all.get(key, default)
         owners = self._by_name.group(key.rpartition("/")[2]).get(key, ())
         if self._without:
             owners = tuple(n for n in owners if n not in self._without)
@@ -169,13 +185,17 @@ class Owners(Mapping[str, tuple[str, ...]]):
 
     def _every(self) -> dict[str, tuple[str, ...]]:
         if self._all is None:
-            self._all = {}
+            every = {}
             for name in self._by_name.paths:
                 for key in self._by_name.group(name):
                     owners = self.get(key)
                     if owners is not None:
-                        self._all[key] = owners
+                        every[key] = owners
+            self._all = every
         return self._all
+
+    def items(self) -> ItemsView[str, tuple[str, ...]]:
+        return self._every().items()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._every())
@@ -333,11 +353,13 @@ def scan(
     cwd: Path | None = None,
     cache: ScanCache | None = None,
     progress: Progress | None = None,
+    query: Query | None = None,
 ) -> Environment:
     """Read one environment and replay every load root. `cache` keeps what files say between
-    runs (cudatx.cache); `progress` hears how far the scan is."""
+    runs (cudatx.cache); `progress` hears how far the scan is; `query`, when the caller has
+    already started asking the interpreter `python` names (cudatx.target.start_query)."""
     tell = progress or _quiet
-    target = find_target(python, environ, cwd)
+    target = (query or start_query(python, environ, cwd)).result()
     view = FileView(cache)
     probe = view.probe(target.executable)
     if probe.info is None:
