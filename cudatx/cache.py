@@ -47,6 +47,7 @@ LOCK = "scan.lock"
 RACY_NS = 2_000_000_000  # FAT stamps have 2 s steps; ext3 and HFS+ have 1 s
 KEEP_DAYS = 30  # entries nobody used for this long are dropped
 _BUSY_S = 2.0
+_READ_S = 0.2  # the longest a read transaction is held
 _DAY_S = 86_400
 # SQLite's primary result codes for a damaged file.
 _SQLITE_CORRUPT = 11
@@ -97,6 +98,7 @@ class ScanCache:
         self._pending: dict[tuple[str, str], tuple[str, str, int]] = {}
         self._touched: set[tuple[str, str]] = set()
         self._broken = False
+        self._read_since: float | None = None  # when the open read transaction began
         self.hits = 0
         self.misses = 0
 
@@ -111,6 +113,7 @@ class ScanCache:
         if pending is not None:
             return pending[1] if pending[0] == state else None
         try:
+            self._reading()
             row = self._db.execute(
                 "SELECT state, value, crc, used FROM entries WHERE kind = ? AND key = ?",
                 (kind, key),
@@ -129,6 +132,17 @@ class ScanCache:
             self._touched.add((kind, key))
         self.hits += 1
         return text
+
+    def _reading(self) -> None:
+        """Reads share one transaction (a lock taken once, not per read), for at most
+        _READ_S at a time: a writer waits for readers in rollback-journal mode."""
+        now = time.monotonic()
+        if self._read_since is not None and now - self._read_since > _READ_S:
+            self._db.execute("COMMIT")
+            self._read_since = None
+        if self._read_since is None:
+            self._db.execute("BEGIN")
+            self._read_since = now
 
     def put(self, kind: str, key: str, state: str, text: str) -> None:
         """Store a value, written when the run ends."""
@@ -150,6 +164,9 @@ class ScanCache:
     def close(self) -> None:
         """Write what this run learnt in one transaction; rebuild a broken file. Never raises."""
         try:
+            if self._read_since is not None:
+                self._read_since = None
+                self._db.execute("COMMIT")
             if not self._broken and (self._pending or self._touched):
                 self._write()
         except sqlite3.Error as exc:

@@ -206,7 +206,8 @@ def diff(
     from cudatx.facts import cuda_major_of_file
 
     removed = {d.name for d in removing} - {d.name for d in reinstalling}
-    old, new = _edges(env), _edges(after)
+    old = _edges(env)
+    new = old if after.loads is env.loads else _edges(after)  # not replayed: the same
     # An import that already failed cannot be broken by the plan: its needs are not blamed.
     failed_before = {env.keys(ld.root) for ld in env.loads if not ld.ok}
     broken: dict[tuple[str, str, Evidence], tuple[Broken, list[str]]] = {}
