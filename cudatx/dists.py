@@ -226,7 +226,7 @@ def _rows(text: str) -> tuple[RecordEntry, ...]:
     columns = json.loads(text)
     if not isinstance(columns, list) or len(columns) != len(RecordEntry._fields):
         raise TypeError("not RECORD columns")
-    paths, algorithms, digests, sizes = columns
+    paths = columns[0]
     kinds: tuple[type | tuple[type, ...], ...] = (
         str,
         (str, NoneType),
@@ -238,7 +238,8 @@ def _rows(text: str) -> tuple[RecordEntry, ...]:
             raise TypeError("RECORD columns of another length")
         if not all(map(isinstance, column, repeat(kind))):
             raise TypeError("a RECORD field of the wrong type")
-    return tuple(map(RecordEntry, paths, algorithms, digests, sizes))
+    # tuple.__new__ over zip: the rows built in C (RecordEntry's own __new__ is Python).
+    return tuple(map(tuple.__new__, repeat(RecordEntry), zip(*columns, strict=True)))
 
 
 def _columns(records: tuple[RecordEntry, ...]) -> str:
