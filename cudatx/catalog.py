@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -46,7 +47,12 @@ class Catalog:
     not_loads: frozenset[str]
 
     def is_driver(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.driver)
+        return self._driver.match(name) is not None
+
+    @functools.cached_property
+    def _driver(self) -> re.Pattern[str]:
+        # One expression for every pattern: asked for each need of each replay.
+        return re.compile("|".join(fnmatch.translate(p) for p in self.driver) or "(?!)")
 
     def load_list(self, distribution: str) -> LoadList | None:
         return next((ll for ll in self.load_lists if ll.distribution == distribution), None)

@@ -5,10 +5,11 @@ Core modules are imported inside each command so that `--help` and `--version` s
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -30,8 +31,41 @@ def python_option(command: F) -> F:
     )(command)
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta[f"cudatx.{param.name}"] = value
+    return value
+
+
 def target_options(command: F) -> F:
-    """--python and --ld-library-path, for the subcommands that replay the loader."""
+    """--python, --ld-library-path, --no-cache and --no-progress, for the subcommands that
+    replay the loader. The last two reach _scan through the context, not the command.
+
+    The target interpreter is asked about itself (a subprocess) as the command starts,
+    before the command imports the core: the two overlap, and _scan collects the answer.
+    """
+
+    run = command
+
+    @functools.wraps(run)
+    def started(*args: Any, **kwargs: Any) -> Any:
+        from cudatx.target import start_query
+
+        meta = click.get_current_context().meta
+        try:
+            meta["cudatx.query"] = start_query(kwargs.get("python"))
+            meta["cudatx.query_for"] = kwargs.get("python")
+        except CudatxError:
+            pass  # said by _scan, if the command scans that interpreter at all
+        return run(*args, **kwargs)
+
+    command = cast(F, started)
+    for flag, text in (
+        ("--no-progress", "Draw no progress bar on stderr (one shows only on a terminal)."),
+        ("--no-cache", "Read every file afresh, and neither read nor write the scan cache."),
+    ):
+        command = click.option(
+            flag, is_flag=True, expose_value=False, callback=_remember, help=text
+        )(command)
     command = click.option(
         "--ld-library-path",
         metavar="PATH",
@@ -55,13 +89,44 @@ def _command_line(
     return " ".join(shlex.quote(w) for w in words)
 
 
-def _scan(python: str | None, ld_library_path: str | None) -> Any:
+def _scan(python: str | None, ld_library_path: str | None, *, echo: bool = True) -> Any:
+    """Scan the target with the cache (written when the command ends) and a progress bar;
+    `echo`: say which environment on stderr, as uv does."""
+    from cudatx.progress import Bar, wanted
     from cudatx.scan import scan
 
+    ctx = click.get_current_context()
+    cache = None
+    if not ctx.meta.get("cudatx.no_cache"):
+        from cudatx.cache import open_cache
+
+        cache = open_cache()
+        if cache is not None:
+            ctx.call_on_close(cache.close)
+    stream = click.get_text_stream("stderr")
+    bar = None
+    if wanted(stream, os.environ, disabled=bool(ctx.meta.get("cudatx.no_progress"))):
+        bar = Bar(stream, colour=not os.environ.get("NO_COLOR"))
     if ld_library_path is None:
         ld_library_path = os.environ.get("LD_LIBRARY_PATH")
-    env = scan(python, ld_library_path=ld_library_path or None)
-    click.echo(f"Using Python {env.target.version} environment at: {env.target.prefix}", err=True)
+    query = ctx.meta.pop("cudatx.query", None)
+    if ctx.meta.get("cudatx.query_for") != python:
+        query = None  # started for another interpreter than the one chosen since
+    try:
+        env = scan(
+            python,
+            ld_library_path=ld_library_path or None,
+            cache=cache,
+            progress=bar,
+            query=query,
+        )
+    finally:
+        if bar is not None:
+            bar.finish()
+    if echo:
+        click.echo(
+            f"Using Python {env.target.version} environment at: {env.target.prefix}", err=True
+        )
     return env
 
 
@@ -239,7 +304,7 @@ def _carry_out(
             command=" ".join(["cudatx", *sys.argv[1:]]),
             uv_args=uv_args,
         ),
-        lambda: scan(flags["python"], ld_library_path=env.ld_library_path),
+        lambda: scan(flags["python"], ld_library_path=env.ld_library_path, cache=env.view.cache),
         installing,
     )
     click.echo(f"Applied as transaction {txn}; `cudatx rollback` undoes it.", err=True)
@@ -469,7 +534,6 @@ def check_requirements(
     from cudatx.checkreq import check_file
     from cudatx.errors import EnvironmentNotFound
     from cudatx.render import checkreq as render
-    from cudatx.scan import scan
     from cudatx.uvrun import find_uv
 
     if not files:
@@ -484,9 +548,7 @@ def check_requirements(
             raise EnvironmentNotFound(message)
         click.echo(f"cudatx: {message}; skipped", err=True)
         return
-    if ld_library_path is None:
-        ld_library_path = os.environ.get("LD_LIBRARY_PATH")
-    env = scan(chosen, ld_library_path=ld_library_path or None)
+    env = _scan(chosen, ld_library_path, echo=False)
     uv = find_uv(flags["uv"])
     offline, index = _uv_options(flags)
     options = [*offline, *index]

@@ -58,19 +58,28 @@ class _Elf(NamedTuple):
 
 def read_elf(path: str) -> ElfInfo:
     """The loader-relevant facts of the ELF object at `path`; raises ElfReadError."""
-    return _read(path, functools.partial(_parse_dynamic, path, with_versions=True))[0]
+    return read_object(path)[0]
 
 
-def dynstr_contains(path: str, name: str) -> bool:
-    """Whether `name` is a whole NUL-terminated string of the dynamic string table.
+def read_object(path: str) -> tuple[ElfInfo, tuple[str, ...]]:
+    """read_elf's facts and, from the same read, the `PyInit_*` names of the dynamic string table.
 
-    Cheaper than reading the dynamic symbol table, and enough to tell a Python extension
-    (which exports `PyInit_<module>`) from a plain library.
+    Python imports a file only if it exports `PyInit_<module>`: the names tell an extension
+    module from a plain library (`libfoo.so` in a package's lib folder has the ".so" suffix
+    too). A whole string of the table is enough, which is cheaper than the symbol table.
     """
-    strtab = _read(path, functools.partial(_parse_dynamic, path, with_versions=False))[1]
-    needle = os.fsencode(name) + b"\0"
-    # The table starts with a NUL by convention, but do not rely on it for the first string.
-    return strtab.startswith(needle) or b"\0" + needle in strtab
+    info, strtab = _read(path, functools.partial(_parse_dynamic, path, with_versions=True))
+    names: list[str] = []
+    start = strtab.find(b"PyInit_")
+    while start >= 0:
+        end = strtab.find(b"\0", start)
+        if end < 0:
+            break  # not NUL-terminated: not a whole string
+        # The table starts with a NUL by convention, but do not rely on it for the first string.
+        if start == 0 or strtab[start - 1] == 0:
+            names.append(os.fsdecode(strtab[start:end]))
+        start = strtab.find(b"PyInit_", end)
+    return info, tuple(names)
 
 
 def rodata_sonames(path: str) -> tuple[str, ...]:
@@ -94,9 +103,9 @@ def _read(path: str, reader: Callable[[IO[bytes], _Elf], _T]) -> _T:
     except ElfReadError:
         raise
     except PermissionError:
-        raise ElfReadError(path, "permission denied") from None
+        raise ElfReadError(path, "permission denied", io=True) from None
     except OSError as exc:
-        raise ElfReadError(path, f"cannot read: {exc.strerror or exc}") from None
+        raise ElfReadError(path, f"cannot read: {exc.strerror or exc}", io=True) from None
     except (ELFError, ConstructError):
         # Every read past EOF surfaces as one of these (struct_parse wraps construct's errors).
         raise ElfReadError(path, "truncated ELF file") from None

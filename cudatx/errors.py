@@ -93,6 +93,7 @@ class ElfReadError(UnreadableFile):
     asked about by name.
     """
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, *, io: bool = False) -> None:
         super().__init__(f"{path}: {reason}", path=path)
         self.reason = reason
+        self.io = io  # the file could not be read (permissions, I/O): not a fact of its bytes

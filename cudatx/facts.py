@@ -16,16 +16,16 @@ from __future__ import annotations
 import ast
 import base64
 import functools
-import hashlib
 import itertools
 import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -34,6 +34,9 @@ from cudatx.dists import applicable_requirements
 from cudatx.fsview import FileView
 from cudatx.models import Distribution, ElfInfo, Frozen, RecordEntry, Status
 from cudatx.scan import Environment
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
 
 __all__ = [
     "Basis",
@@ -44,6 +47,7 @@ __all__ = [
     "co_owned",
     "cuda_major_of_dist",
     "cuda_major_of_file",
+    "file_classifier",
     "hollow",
     "mixed_majors",
     "torch_cuda",
@@ -180,7 +184,7 @@ class _Context:
         if cache_key not in self.digests:
             # In a simulated install the bytes at `path` are a staged file's.
             real = (self.view or self.env.view).real(path)
-            self.digests[cache_key] = _hash_file(real, algorithm)
+            self.digests[cache_key] = _hash_file(real, algorithm, self.env.view.cache)
         return self.digests[cache_key]
 
     def entry(self, dist: Distribution, key: str) -> RecordEntry | None:
@@ -232,18 +236,29 @@ class _Context:
 _DIGESTS: dict[tuple[str, str, int, int, int, int], str | None] = {}
 
 
-def _hash_file(path: str, algorithm: str) -> str | None:
+def _hash_file(path: str, algorithm: str, cache: ScanCache | None) -> str | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
     key = (path, algorithm, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = _hash_now(path, algorithm)
-    return _DIGESTS[key]
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    kind = f"digest:{algorithm}"
+    stored = cache.get_file(kind, st) if cache is not None else None
+    if stored:
+        digest: str | None = stored
+    else:
+        digest = _hash_now(path, algorithm)
+        if cache is not None and digest is not None:
+            cache.put_file(kind, st, digest)
+    _DIGESTS[key] = digest
+    return digest
 
 
 def _hash_now(path: str, algorithm: str) -> str | None:
+    import hashlib  # OpenSSL: loaded only when something is hashed
+
     try:
         hasher = hashlib.new(algorithm)
     except (ValueError, TypeError):
@@ -261,11 +276,13 @@ def _hash_now(path: str, algorithm: str) -> str | None:
 
 def _checked(dist: Distribution) -> Iterator[RecordEntry]:
     """RECORD entries worth checking: with a hash, and not RECORD itself."""
-    record = os.path.join(dist.metadata_dir, "RECORD")
+    record = os.path.normpath(os.path.join(dist.metadata_dir, "RECORD"))
     for entry in dist.records:
         if entry.hash_algorithm is None or entry.hash_digest is None:
             continue
-        if os.path.normpath(os.path.join(dist.site, entry.path)) == os.path.normpath(record):
+        if entry.path.endswith("RECORD") and (
+            os.path.normpath(os.path.join(dist.site, entry.path)) == record
+        ):
             continue
         yield entry
 
@@ -365,6 +382,20 @@ def cuda_major_of_file(env: Environment, path: str, info: ElfInfo | None) -> Cla
     owner's own version where it tracks CUDA (nvidia-cuda-runtime 13.0.96).
     """
     return _classify_file(_Context(env), path, info, with_owner=True)
+
+
+def file_classifier(env: Environment) -> Callable[[str, ElfInfo | None], Classified | None]:
+    """cuda_major_of_file for many files of one environment: digests, owners' metadata and
+    answers computed once (a replay asks for every object of every root)."""
+    ctx = _Context(env)
+    answers: dict[str, Classified | None] = {}
+
+    def classify(path: str, info: ElfInfo | None) -> Classified | None:
+        if path not in answers:
+            answers[path] = _classify_file(ctx, path, info, with_owner=True)
+        return answers[path]
+
+    return classify
 
 
 def _classify_file(
@@ -548,12 +579,15 @@ def torch_cuda(env: Environment) -> str | None:
     dist = env.distribution("torch")
     if dist is None:
         return None
-    relative = next(
-        (e.path for e in dist.records if os.path.normpath(e.path) == "torch/version.py"),
-        "torch/version.py",
-    )
+    path = os.path.join(dist.site, "torch", "version.py")
+    if not os.path.exists(path):  # RECORD may spell it otherwise (13,000 rows: only then)
+        relative = next(
+            (e.path for e in dist.records if os.path.normpath(e.path) == "torch/version.py"),
+            "torch/version.py",
+        )
+        path = os.path.join(dist.site, relative)
     try:
-        with open(env.view.real(os.path.join(dist.site, relative)), "rb") as stream:
+        with open(env.view.real(path), "rb") as stream:
             tree = ast.parse(stream.read())
     except (OSError, SyntaxError, ValueError):
         return None

@@ -13,10 +13,15 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from cudatx.elf import read_elf, rodata_sonames
+from pydantic import TypeAdapter
+
 from cudatx.errors import ElfReadError
-from cudatx.models import ElfInfo
+from cudatx.models import ElfInfo, Frozen
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
 
 
 class Seen(Enum):
@@ -32,15 +37,26 @@ class Probe:
     info: ElfInfo | None = None
     reason: str | None = None
     file_id: tuple[int, int] | None = None  # (st_dev, st_ino), as glibc compares loaded files
+    inits: tuple[str, ...] = ()  # PyInit_* names of the dynamic string table (extensions)
 
 
 _MISSING = Probe(Seen.MISSING)
+_NAMES = TypeAdapter(tuple[str, ...])
 
 
 class FileView:
-    def __init__(self) -> None:
+    """Every file probed once; with a cache, each ELF object parsed once until it changes.
+
+    The ELF reader (cudatx.elf) is imported only when a file has to be parsed.
+    """
+
+    def __init__(self, cache: ScanCache | None = None) -> None:
+        self.cache = cache
         self._probes: dict[str, Probe] = {}
         self._strings: dict[str, tuple[str, ...]] = {}
+        self._stats: dict[str, os.stat_result] = {}
+        self._folders: dict[str, bool] = {}
+        self._globbed: dict[str, list[str]] = {}
 
     def probe(self, path: str) -> Probe:
         cached = self._probes.get(path)
@@ -52,16 +68,61 @@ class FileView:
         """Soname-shaped strings of the object's .rodata; () where it cannot be read."""
         cached = self._strings.get(path)
         if cached is None:
-            try:
-                cached = rodata_sonames(path)
-            except ElfReadError:
-                cached = ()
-            self._strings[path] = cached
+            cached = self._strings[path] = self._read_strings(path)
         return cached
 
     def glob(self, pattern: str) -> list[str]:
         """Python's glob, in its own (directory) order, as the package's code sees it."""
-        return glob.glob(pattern)
+        found = self._globbed.get(pattern)
+        if found is None:
+            found = self._globbed[pattern] = glob.glob(pattern)
+        return list(found)
+
+    def found(self) -> set[str]:
+        """Every path this view has answered exists (probed, read, or matched by a glob).
+
+        A change that deletes none of them, replayed on this view, asks the same questions
+        and gets the same answers (cudatx.plan uses it)."""
+        out = {path for path, probe in self._probes.items() if probe.seen is not Seen.MISSING}
+        out.update(self._strings)
+        for matches in self._globbed.values():
+            out.update(matches)
+        return out
+
+    def is_folder(self, path: str) -> bool:
+        """Whether `path` is a folder (through symlinks). A change removes files, and a file
+        it removes is gone from its folder whether or not the folder stays: an overlay asks
+        its base."""
+        known = self._folders.get(path)
+        if known is None:
+            known = self._folders[path] = os.path.isdir(path)
+        return known
+
+    def _read_strings(self, path: str) -> tuple[str, ...]:
+        st = self._stats.get(path)
+        if st is None:
+            try:
+                st = os.stat(path)
+            except (OSError, ValueError):
+                return ()
+        if self.cache is not None:
+            text = self.cache.get_file("rodata", st)
+            if text is not None:
+                try:
+                    return _NAMES.validate_json(text)
+                except ValueError:
+                    self.cache.invalid()
+        from cudatx.elf import rodata_sonames
+
+        try:
+            found = rodata_sonames(path)
+        except ElfReadError as exc:
+            if exc.io:
+                return ()
+            found = ()
+        if self.cache is not None:
+            self.cache.put_file("rodata", st, _NAMES.dump_json(found).decode())
+        return found
 
     def real(self, path: str) -> str:
         """The file that holds the bytes `path` would have: itself, unless a simulated
@@ -80,12 +141,50 @@ class FileView:
             # open(2) succeeds on a folder and read(2) fails: glibc reports
             # "cannot read file data" and gives up (elf/dl-load.c open_verify).
             return Probe(Seen.BAD, reason="cannot read file data", file_id=file_id)
+        self._stats[path] = st
+        if self.cache is not None:
+            text = self.cache.get_file("elf", st)
+            if text is not None:
+                probe = _from_stored(text, path, file_id)
+                if probe is not None:
+                    return probe
+                self.cache.invalid()
+        from cudatx.elf import read_object
+
         try:
-            info = read_elf(path)
+            info, inits = read_object(path)
         except ElfReadError as exc:
             seen = Seen.DENIED if exc.reason == "permission denied" else Seen.BAD
+            if self.cache is not None and not exc.io:
+                self.cache.put_file("elf", st, _Stored(bad=exc.reason).model_dump_json())
             return Probe(seen, reason=exc.reason, file_id=file_id)
-        return Probe(Seen.ELF, info=info, file_id=file_id)
+        if self.cache is not None:
+            fact = _Stored(info=info.model_copy(update={"path": ""}), inits=inits)
+            self.cache.put_file("elf", st, fact.model_dump_json())
+        return Probe(Seen.ELF, info=info, file_id=file_id, inits=inits)
+
+
+class _Stored(Frozen):
+    """What the scan cache keeps of one file's probe: its ElfInfo (path left empty: hard links
+    share the entry) and PyInit names, or why it is no loadable ELF object."""
+
+    info: ElfInfo | None = None
+    inits: tuple[str, ...] = ()
+    bad: str | None = None
+
+
+def _from_stored(text: str, path: str, file_id: tuple[int, int]) -> Probe | None:
+    """A probe from what the cache holds; None when it holds something else."""
+    try:
+        stored = _Stored.model_validate_json(text)
+    except ValueError:  # pydantic's ValidationError is a ValueError
+        return None
+    if stored.bad is not None:
+        return Probe(Seen.BAD, reason=stored.bad, file_id=file_id)
+    if stored.info is None:
+        return None
+    info = stored.info.model_copy(update={"path": path})
+    return Probe(Seen.ELF, info=info, file_id=file_id, inits=stored.inits)
 
 
 class OverlayView(FileView):
@@ -106,11 +205,13 @@ class OverlayView(FileView):
         key: Callable[[str], str],
         arriving: dict[str, str] | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(base.cache)
         self._base = base
         self._gone = gone
         self._key = key
         self._arriving = arriving or {}
+        # Folders an install creates: every parent of an arriving file.
+        self._new_folders = {os.path.dirname(k) for k in self._arriving}
         self._verdicts: dict[str, bool] = {}
 
     def _is_gone(self, path: str) -> bool:
@@ -138,6 +239,11 @@ class OverlayView(FileView):
             return self._base.strings(staged)
         return () if self._is_gone(path) else self._base.strings(path)
 
+    def is_folder(self, path: str) -> bool:
+        if self._new_folders and self._key(os.path.join(path, "x"))[:-2] in self._new_folders:
+            return True
+        return self._base.is_folder(path)
+
     def glob(self, pattern: str) -> list[str]:
         found = [p for p in self._base.glob(pattern) if not self._is_gone(p)]
         if self._arriving:
@@ -153,3 +259,7 @@ class OverlayView(FileView):
                 and fnmatch.fnmatchcase(os.path.basename(k), os.path.basename(pattern))
             )
         return found
+
+    def gone(self, path: str) -> bool:
+        """Whether the change deleted `path` (or, for a symlink, what it points at)."""
+        return self._is_gone(path)

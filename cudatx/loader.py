@@ -109,6 +109,7 @@ class Process:
         # elf/dl-load.c compares cache entries with memcmp against each system folder
         # with its trailing slash.
         self._system_prefixes = tuple(d.rstrip("/") + "/" for d in system.default_dirs)
+        self._hwcaps: dict[str, tuple[str, ...]] = {}  # folder -> its hwcap subfolders
         self.main = Loaded(
             path=executable.path,
             info=executable,
@@ -422,10 +423,20 @@ class Process:
     def _try_folder(
         self, name: str, folder: str, how: How, source: str | None, attempts: list[Attempt]
     ) -> tuple[Attempt, Probe] | None:
-        for sub in self.system.subdirs:
-            candidate = os.path.join(folder, sub, name)
+        hwcaps = self._hwcaps.get(folder)
+        if hwcaps is None:
+            # Asked once per folder: hwcap folders are almost never there, and every root
+            # asks of the same search folders (this dict is shared with every fork).
+            hwcaps = tuple(
+                path
+                for sub in self.system.subdirs
+                if self.view.is_folder(path := os.path.join(folder, sub))
+            )
+            self._hwcaps[folder] = hwcaps
+        for subfolder in hwcaps:
+            candidate = os.path.join(subfolder, name)
             if self.view.probe(candidate).seen is Seen.MISSING:
-                continue  # not worth a line in `why`: hwcap folders are almost never there
+                continue  # not worth a line in `why`
             hit = self._try(candidate, how, source, folder, attempts)
             if hit:
                 return hit

@@ -27,7 +27,7 @@ from cudatx.dists import applicable_requirements
 from cudatx.facts import Mixed
 from cudatx.fsview import OverlayView
 from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
-from cudatx.scan import Environment, extension_roots, load_roots, owners_index
+from cudatx.scan import Environment, Owners, extension_roots, load_roots
 
 SCHEMA_VERSION = 1
 _MET = (Status.RESOLVED, Status.SYSTEM)
@@ -141,14 +141,39 @@ def simulate(
     remaining += tuple(relocate(d, site) for d in arriving)
     roots = [r for r in env.roots if env.keys(r) not in gone]
     known = {env.keys(r) for r in roots}
-    roots += [r for r in extension_roots(arrivals, env.target) if env.keys(r) not in known]
+    roots += [
+        r for r in extension_roots(arrivals, env.target, env.view) if env.keys(r) not in known
+    ]
     after = dataclasses.replace(
         env,
         distributions=remaining,
-        owners=owners_index(remaining, env.keys),
+        # Arrivals change who lists which path: index afresh. Otherwise the scan's index,
+        # less what leaves.
+        owners=Owners(remaining, env.keys) if arriving else env.owners.without(frozenset(names)),
         roots=tuple(roots),
     )
-    return load_roots(after, OverlayView(env.view, frozenset(gone), env.keys, arrivals))
+    view = OverlayView(env.view, frozenset(gone), env.keys, arrivals)
+    if not arriving and _replay_unchanged(env, view, names):
+        return dataclasses.replace(after, view=view)
+    return load_roots(after, view)
+
+
+def _replay_unchanged(env: Environment, view: OverlayView, removed: set[str]) -> bool:
+    """Whether replaying on `view` must give what `env` holds, so it need not be done again.
+
+    A replay reads files (through the view: probes, .rodata names, globs), the owners of
+    the objects it maps (their CUDA major) and the packages that preload (torch). If the
+    change deletes no file the first replay found and removes none of those distributions,
+    the second replay would read the same answers and say the same (typical of removing a
+    pure-Python package: `cudatx remove six`)."""
+    if isinstance(env.view, OverlayView):
+        return False  # only the scan's own view records what its replay read
+    found = env.view.found()
+    if any(view.gone(path) for path in found):
+        return False
+    if any(c.load_list.distribution in removed for c in env.contexts):
+        return False
+    return not any(name in removed for path in found for name in env.owners.get(env.keys(path), ()))
 
 
 def _edges(env: Environment) -> dict[tuple[str, str, str, Evidence], Resolution]:
@@ -248,7 +273,8 @@ def diff(
 
     arriving = {d.name for d in installing}
     removed = {d.name for d in removing} - {d.name for d in reinstalling} - arriving
-    old, new = _edges(env), _edges(after)
+    old = _edges(env)
+    new = old if after.loads is env.loads else _edges(after)  # not replayed: the same
     # An import that already failed cannot be broken by the plan: its needs are not blamed.
     failed_before = {env.keys(ld.root) for ld in env.loads if not ld.ok}
     broken: dict[tuple[str, str, Evidence], tuple[Broken, list[str]]] = {}

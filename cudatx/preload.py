@@ -11,11 +11,16 @@ shape is not the one it knows, it falls back to the shipped table for the releas
 from __future__ import annotations
 
 import ast
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cudatx.catalog import LoadList, PreloadEntry
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
 
 _NAMES = {"path": "{entry}", "lib_folder": "{folder}", "lib_name": "{glob}"}
 
@@ -108,19 +113,56 @@ def _search(func: ast.FunctionDef) -> list[str]:
     return [pattern for *_, pattern in sorted(found)]
 
 
+# torch/__init__.py parsed, by file state: a plan reads it once per replay, and parsing its
+# 3,000 lines took 50 ms. Across runs the scan cache keeps the result.
+_PARSED: dict[tuple[str, str, str], tuple[tuple[PreloadEntry, ...], tuple[str, ...]]] = {}
+
+
+def _read_torch(
+    source: str, cache: ScanCache | None
+) -> tuple[tuple[PreloadEntry, ...], tuple[str, ...]]:
+    """(entries, search patterns) of torch's source; raises OSError, SyntaxError, _Shape."""
+    from cudatx.cache import file_key
+
+    st = os.stat(source)
+    memo = (source, *file_key(st))
+    if memo in _PARSED:
+        return _PARSED[memo]
+    text = cache.get_file("preloads", st) if cache is not None else None
+    try:
+        if text is None:
+            raise ValueError("not stored")
+        stored = json.loads(text)
+        entries = tuple(PreloadEntry(str(f), str(p), bool(r)) for f, p, r in stored["entries"])
+        search = tuple(str(p) for p in stored["search"])
+    except (TypeError, KeyError, ValueError):
+        if text is not None and cache is not None:
+            cache.invalid()
+        with open(source, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=source)
+        entries = tuple(_entries(_function(tree, "_preload_cuda_deps")))
+        search = tuple(_search(_function(tree, "_get_cuda_dep_paths")))
+        if cache is not None:
+            rows = [[e.folder, e.pattern, e.required] for e in entries]
+            cache.put_file("preloads", st, json.dumps({"entries": rows, "search": search}))
+    _PARSED[memo] = entries, search
+    return entries, search
+
+
 def read_preloads(
-    load_list: LoadList, package_dir: str, version: str, real: Callable[[str], str] = str
+    load_list: LoadList,
+    package_dir: str,
+    version: str,
+    cache: ScanCache | None = None,
+    real: Callable[[str], str] = str,
 ) -> Preloads:
     """`real` maps a path to the file holding its bytes (a staged file, in a simulation)."""
     source = os.path.join(package_dir, "__init__.py")
     reason = "no reader for this package"
     if load_list.reader == "torch":
         try:
-            with open(real(source), encoding="utf-8") as handle:
-                tree = ast.parse(handle.read(), filename=source)
-            entries = _entries(_function(tree, "_preload_cuda_deps"))
-            search = _search(_function(tree, "_get_cuda_dep_paths"))
-            return Preloads(tuple(entries), tuple(search), f"read from {source}")
+            entries, search = _read_torch(real(source), cache)
+            return Preloads(entries, search, f"read from {source}")
         except (OSError, SyntaxError, ValueError, _Shape) as exc:
             reason = f"{source}: {exc}"
     release = ".".join(version.split("+")[0].split(".")[:2])

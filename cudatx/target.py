@@ -9,9 +9,12 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cudatx.errors import EnvironmentNotFound
-from cudatx.models import PythonTarget
+
+if TYPE_CHECKING:
+    from cudatx.models import PythonTarget
 
 # Runs inside the target interpreter (any Python >= 3.8), so it may use nothing but the
 # standard library. The marker environment is computed as packaging.markers does (PEP 508).
@@ -115,40 +118,69 @@ def locate_interpreter(
     return Path(sys.executable), "cudatx's interpreter"
 
 
+class Query:
+    """The interpreter, asked about itself in the background (isolated: no PYTHON* variables,
+    no user site, as uv does): a command starts it first and collects the answer once its own
+    imports are done, so the two overlap."""
+
+    def __init__(self, interpreter: Path, found_by: str) -> None:
+        self.interpreter = interpreter
+        self.found_by = found_by
+        self._started: subprocess.Popen[str] | None = None
+        self._error: str | None = None
+        try:
+            self._started = subprocess.Popen(
+                [str(interpreter), "-I", "-c", _QUERY],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        except OSError as exc:
+            self._error = (
+                f"{interpreter} cannot be run ({exc.strerror}); is it a Python interpreter?"
+            )
+
+    def result(self) -> PythonTarget:
+        from cudatx.models import PythonTarget  # pydantic: after the query has started
+
+        interpreter = self.interpreter
+        if self._started is None:
+            raise EnvironmentNotFound(self._error or f"{interpreter} cannot be run")
+        try:
+            stdout, _ = self._started.communicate(timeout=_QUERY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._started.kill()
+            self._started.communicate()
+            raise EnvironmentNotFound(
+                f"{interpreter} did not answer within {_QUERY_TIMEOUT_S} s; is it a Python?"
+            ) from None
+        line = next((ln for ln in stdout.splitlines() if ln.startswith(_MARK)), None)
+        if self._started.returncode != 0 or line is None:
+            raise EnvironmentNotFound(f"{interpreter} is not a working Python interpreter")
+        try:
+            data = json.loads(line[len(_MARK) :])
+            return PythonTarget(found_by=self.found_by, **data)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise EnvironmentNotFound(
+                f"{interpreter} gave an answer cudatx cannot use: {exc}"
+            ) from None
+
+
 def query_interpreter(interpreter: Path, found_by: str) -> PythonTarget:
-    """Run the interpreter once (isolated: no PYTHON* variables, no user site, as uv does)."""
-    try:
-        done = subprocess.run(
-            [str(interpreter), "-I", "-c", _QUERY],
-            capture_output=True,
-            text=True,
-            timeout=_QUERY_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise EnvironmentNotFound(
-            f"{interpreter} did not answer within {_QUERY_TIMEOUT_S} s; is it a Python?"
-        ) from None
-    except OSError as exc:
-        raise EnvironmentNotFound(
-            f"{interpreter} cannot be run ({exc.strerror}); is it a Python interpreter?"
-        ) from None
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith(_MARK)), None)
-    if done.returncode != 0 or line is None:
-        raise EnvironmentNotFound(f"{interpreter} is not a working Python interpreter")
-    try:
-        data = json.loads(line[len(_MARK) :])
-        return PythonTarget(found_by=found_by, **data)
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise EnvironmentNotFound(
-            f"{interpreter} gave an answer cudatx cannot use: {exc}"
-        ) from None
+    """Run the interpreter once and read what it says about itself."""
+    return Query(interpreter, found_by).result()
+
+
+def start_query(
+    python: str | None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Query:
+    """Find the interpreter as uv does and start asking it (see Query)."""
+    env = os.environ if environ is None else environ
+    return Query(*locate_interpreter(python, env, cwd or Path.cwd()))
 
 
 def find_target(
     python: str | None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> PythonTarget:
-    env = os.environ if environ is None else environ
-    interpreter, found_by = locate_interpreter(python, env, cwd or Path.cwd())
-    return query_interpreter(interpreter, found_by)
+    return start_query(python, environ, cwd).result()

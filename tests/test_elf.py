@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.elf import dynstr_contains, read_elf, rodata_sonames
+from cudatx.elf import read_elf, read_object, rodata_sonames
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, VersionNeed
 
@@ -260,19 +260,18 @@ def test_foreign_byte_order_and_machine(
     assert "Flags: NODEFLIB" in _run("readelf", "-dW", path)
 
 
-def test_dynstr_contains(libs: dict[str, Path]) -> None:
-    assert dynstr_contains(str(libs["ext"]), "PyInit_foo")
-    assert not dynstr_contains(str(libs["ext"]), "PyInit_bar")
-    assert not dynstr_contains(str(libs["ext"]), "PyInit_fo")
-    assert not dynstr_contains(str(libs["dep"]), "PyInit_foo")
-    assert dynstr_contains(str(libs["rpath"]), "libdep.so.2")
+def test_read_object_names_py_init(libs: dict[str, Path]) -> None:
+    info, inits = read_object(str(libs["ext"]))
+    assert inits == ("PyInit_foo",)
+    assert info == read_elf(str(libs["ext"]))
+    assert read_object(str(libs["dep"]))[1] == ()
 
 
 def _reason(path: Path) -> str:
     with pytest.raises(ElfReadError) as caught:
         read_elf(str(path))
     with pytest.raises(ElfReadError) as caught_too:
-        dynstr_contains(str(path), "x")
+        read_object(str(path))
     with pytest.raises(ElfReadError) as caught_rodata:
         rodata_sonames(str(path))
     assert caught.value.reason == caught_too.value.reason == caught_rodata.value.reason

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,12 +41,14 @@ def test_pyelftools_stays_in_one_module() -> None:
     assert users == ["cudatx/elf.py"]
 
 
-def test_help_and_version_import_no_heavy_modules() -> None:
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["remove", "--help"]])
+def test_help_and_version_import_no_heavy_modules(argv: list[str]) -> None:
+    heavy = ("networkx", "pydantic", "elftools", "sqlite3")
     code = (
         "import sys\n"
         "from cudatx.cli import main\n"
-        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('networkx', 'pydantic', 'elftools') if m in sys.modules))\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        f"print(sorted(m for m in {heavy!r} if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
