@@ -217,46 +217,69 @@ def _reason(env: Environment, before: Resolution, after: Resolution, removed: se
     return f"no longer found: {after.detail or after.status.value}"
 
 
-def _met(installed: str, specifier: SpecifierSet) -> bool:
+# (canonical name, requirement text, specifier) of one distribution's applicable
+# Requires-Dist, parsed once per plan: marker evaluation is most of their cost.
+_Parsed = tuple[tuple[str, str, SpecifierSet], ...]
+
+
+def _parsed(dist: Distribution, markers: dict[str, str], memo: dict[str, _Parsed]) -> _Parsed:
+    found = memo.get(dist.metadata_dir)
+    if found is None:
+        found = memo[dist.metadata_dir] = tuple(
+            (canonicalize_name(r.name), str(r), r.specifier)
+            for r in applicable_requirements(dist, markers)
+        )
+    return found
+
+
+def _why_unmet(name: str, specifier: SpecifierSet, versions: dict[str, str]) -> str | None:
+    if name not in versions:
+        return "is not installed"
     if not specifier:
-        return True
+        return None
     try:
-        return specifier.contains(Version(installed), prereleases=True)
+        met = specifier.contains(Version(versions[name]), prereleases=True)
     except InvalidVersion:
-        return True  # a legacy version string: packaging cannot compare it, nor can we
-
-
-def _unmet(env: Environment) -> dict[tuple[str, str], str]:
-    """(dist, requirement) -> why, for every applicable Requires-Dist not met in `env`."""
-    versions = {d.name: d.version for d in env.distributions}
-    out: dict[tuple[str, str], str] = {}
-    for dist in env.distributions:
-        for req in applicable_requirements(dist, env.target.markers):
-            name = canonicalize_name(req.name)
-            if name not in versions:
-                out[(dist.name, str(req))] = "is not installed"
-            elif not _met(versions[name], req.specifier):
-                out[(dist.name, str(req))] = f"is installed at {versions[name]}"
-    return out
+        met = True  # a legacy version string: packaging cannot compare it, nor can we
+    return None if met else f"is installed at {versions[name]}"
 
 
 def _requirements(
     env: Environment, after: Environment
 ) -> tuple[list[RequirementBroken], list[str]]:
-    """Requirements met before and not after (broken), and those already unmet before."""
-    before, now = _unmet(env), _unmet(after)
-    versions = {d.name: d.version for d in env.distributions}
-    broken = [
-        RequirementBroken(dist=dist, requirement=text)
-        for (dist, text) in now
-        if (dist, text) not in before
-    ]
+    """Requirements met before and not after (broken), and those already unmet before.
+
+    After the change, only what can have changed is evaluated again: the requirements of
+    arriving distributions, and those naming a distribution that leaves or changes version.
+    """
+    markers = env.target.markers
+    memo: dict[str, _Parsed] = {}
+    old = {d.name: d.version for d in env.distributions}
+    new = {d.name: d.version for d in after.distributions}
+    changed = {n for n in old.keys() | new.keys() if old.get(n) != new.get(n)}
+    before: dict[tuple[str, str], str] = {}
+    for dist in env.distributions:
+        for name, text, specifier in _parsed(dist, markers, memo):
+            why = _why_unmet(name, specifier, old)
+            if why is not None:
+                before[(dist.name, text)] = why
+    staying = {d.metadata_dir for d in env.distributions}
+    broken = []
+    for dist in after.distributions:
+        stays = dist.metadata_dir in staying and dist.name not in changed
+        for name, text, specifier in _parsed(dist, markers, memo):
+            if stays and name not in changed:
+                continue  # met or not, as before
+            if (dist.name, text) in before:
+                continue
+            if _why_unmet(name, specifier, new) is not None:
+                broken.append(RequirementBroken(dist=dist.name, requirement=text))
     # Only what stays: a requirement of a distribution that leaves, or that arrives in
     # another version, is not the environment's any more.
     already = [
         f"{dist} requires {text}, which {why}"
         for (dist, text), why in before.items()
-        if any(d.name == dist and d.version == versions[dist] for d in after.distributions)
+        if dist in new and new[dist] == old[dist]
     ]
     return broken, already
 
