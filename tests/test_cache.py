@@ -393,3 +393,34 @@ def test_progress_on_a_terminal_stays_off_stdout(env: Env) -> None:
         os.close(leader)
     assert done.returncode == 0
     json.loads(done.stdout)
+
+
+def test_a_warm_plan_reports_requirements_as_a_cold_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unmet Requires-Dist of the installed set are kept in the cache: a warm plan must
+    still say which removal breaks which, and what was unmet already."""
+    from tests.support import build_wheel
+
+    folder = tmp_path / "wheels"
+    wheels = [
+        build_wheel(folder, "base", "1.0", {"base.py": b""}),
+        build_wheel(folder, "user", "1.0", {"user.py": b""}, requires=["base"]),
+        build_wheel(folder, "needer", "1.0", {"needer.py": b""}, requires=["base>=2"]),
+    ]
+    venv = make_venv(tmp_path / "venv")
+    uv_install(venv, wheels)
+    monkeypatch.setenv("CUDATX_CACHE_DIR", str(tmp_path / "cache"))
+
+    def plan(*extra: str) -> dict[str, object]:
+        done = cudatx(
+            "remove", "base", "--dry-run", "--json", "--python", venv, *extra, cwd=tmp_path
+        )
+        assert done.returncode == 1, done.stderr
+        data: dict[str, object] = json.loads(done.stdout)
+        return data
+
+    cold, first, warm = plan("--no-cache"), plan(), plan()
+    assert cold == first == warm
+    assert cold["requirements_broken"] == [{"dist": "user", "requirement": "base"}]
+    assert "needer requires base>=2, which is installed at 1.0" in json.dumps(cold["preexisting"])
