@@ -174,10 +174,24 @@ def elf_files(env: Path) -> list[str]:
 # -- measuring ------------------------------------------------------------------------------
 
 
+# cudatx from this checkout, as `python -m cudatx` runs it. Not through PYTHONPATH: pip
+# passes that on to the environment it checks, where the checkout's cudatx.egg-info then
+# counts as an installed distribution (whose requirements are not met there).
+CUDATX = (
+    f"import runpy, sys; sys.path.insert(0, {str(ROOT)!r}); "
+    "runpy.run_module('cudatx', run_name='__main__', alter_sys=True)"
+)
+
+
 def child_env(pycache: Path, cache: Path) -> dict[str, str]:
-    hidden = ("VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "PYTHONDONTWRITEBYTECODE")
+    hidden = (
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "LD_LIBRARY_PATH",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONPATH",
+    )
     env = {k: v for k, v in os.environ.items() if k not in hidden}
-    env["PYTHONPATH"] = str(ROOT)
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
     env["CUDATX_CACHE_DIR"] = str(cache)
     return env
@@ -205,7 +219,7 @@ def torch_bench(base: Path, work: Path, rounds: int) -> tuple[int, Measured]:
     py = sys.executable
     env = child_env(work / "pycache", work / "cache-torch")
     elfs = elf_files(env_path)
-    cudatx = [py, "-m", "cudatx"]
+    cudatx = [py, "-c", CUDATX]
     target = ["--python", str(env_path)]
     commands = {
         "cudatx remove six --dry-run (warm)": [*cudatx, "remove", "six", "--dry-run", *target],
@@ -234,7 +248,7 @@ def scale_bench(base: Path, work: Path, rounds: int) -> Measured:
     commands: dict[str, list[str]] = {}
     for size in SIZES:
         venv = scale_env(base, size)
-        plan = [py, "-m", "cudatx", "remove", "bench-0000", "--dry-run", "--python", str(venv)]
+        plan = [py, "-c", CUDATX, "remove", "bench-0000", "--dry-run", "--python", str(venv)]
         commands[f"{size} warm"] = plan
         commands[f"{size} cold"] = [*plan, "--no-cache"]
     return measure(commands, env, work, rounds)
