@@ -89,6 +89,21 @@ def _command_line(
     return " ".join(shlex.quote(w) for w in words)
 
 
+def _collect_less() -> None:
+    """Tune the garbage collector for one short process, before the scan.
+
+    The core's modules, classes and pydantic's validators are imported by now and live until
+    exit: gc.freeze() moves them out of every later collection. A warm scan then builds some
+    100,000 short-lived tuples (RECORD rows, the owners index); collecting the young
+    generation every 10,000 allocations instead of 700 cut 25-30 ms from a 0.35 s warm
+    `remove six --dry-run` (benchmarks/). Cycles are still collected: memory stays bounded.
+    """
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+
+
 def _scan(python: str | None, ld_library_path: str | None, *, echo: bool = True) -> Any:
     """Scan the target with the cache (written when the command ends) and a progress bar;
     `echo`: say which environment on stderr, as uv does."""
@@ -96,6 +111,7 @@ def _scan(python: str | None, ld_library_path: str | None, *, echo: bool = True)
     from cudatx.scan import scan
 
     ctx = click.get_current_context()
+    _collect_less()
     cache = None
     if not ctx.meta.get("cudatx.no_cache"):
         from cudatx.cache import open_cache
