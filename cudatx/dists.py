@@ -227,7 +227,7 @@ def parse_requirement(text: str) -> Requirement:
     packaging 26.2's parser (_parser.py) reads a quoted marker value with ast.literal_eval,
     which raises SyntaxError on a NUL, and descends recursively into nested parentheses, so
     two thousand of them raise RecursionError. packaging 26.4 refuses both itself; any
-    packaging >= 24 may be installed beside cudatx."""
+    packaging >= 25 may be installed beside cudatx."""
     try:
         return Requirement(text)
     except SyntaxError:
