@@ -10,7 +10,7 @@ from cudatx.errors import NotInEnvironment
 from cudatx.models import Distribution
 from cudatx.plan import Plan, plan_change
 from cudatx.scan import Environment
-from cudatx.stage import Arrival, ask_uv, stage
+from cudatx.stage import ask_uv, stage
 from cudatx.uvrun import UvFailed
 
 
@@ -18,8 +18,9 @@ from cudatx.uvrun import UvFailed
 class Proposal:
     plan: Plan
     removing: tuple[Distribution, ...]  # installed distributions uv would uninstall
-    installing: tuple[Distribution, ...]  # as staged: their site is the (deleted) staging folder
-    arrivals: tuple[Arrival, ...]  # what to ask uv to install: exactly what the dry run chose
+    # (distribution as staged, its uv spec): the site is the (deleted) staging folder; the
+    # spec pins exactly what the dry run chose, for the install that applies the plan
+    installing: tuple[tuple[Distribution, str], ...]
 
 
 def propose(
@@ -53,4 +54,5 @@ def propose(
             repair=repair,
             check_requirements=check_requirements,
         )
-    return Proposal(plan, tuple(removing), installing, asked.arriving)
+    specs = {a.name: a.spec for a in asked.arriving}
+    return Proposal(plan, tuple(removing), tuple((d, specs[d.name]) for d in installing))

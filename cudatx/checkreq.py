@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from cudatx.change import propose
 from cudatx.errors import CudatxError
 from cudatx.models import Frozen
-from cudatx.plan import Plan
+from cudatx.plan import Plan, plan_change
 from cudatx.reqfiles import Pin, RequirementsFile, read_requirements
 from cudatx.scan import Environment
 
@@ -162,30 +162,14 @@ def check_file(
     if mode == "auto":
         complete = _complete(env, [f for f in (now, before) if f is not None])
         mode = "sync" if complete else "install"
-    with tempfile.TemporaryDirectory(prefix="cudatx-check-") as folder:
-        written = _write(now.entries, folder)
-        args = [written] if mode == "sync" else ["-r", written]
-        if mode == "install" and not now.entries:
-            args = []
-        proposal = (
-            propose(
-                env,
-                uv,
-                mode,
-                args,
-                [*uv_options, *now.options],
-                repair=False,
-                check_requirements=True,
-            )
-            if args
-            else None
-        )
-    if proposal is None:
-        from cudatx.plan import plan_change
-
-        plan = plan_change(env, (), (), repair=False)
+    if mode == "install" and not now.entries:
+        plan = plan_change(env, (), (), repair=False)  # nothing to install: nothing changes
     else:
-        plan = proposal.plan
+        with tempfile.TemporaryDirectory(prefix="cudatx-check-") as folder:
+            written = _write(now.entries, folder)
+            args = [written] if mode == "sync" else ["-r", written]
+            options = [*uv_options, *now.options]
+            plan = propose(env, uv, mode, args, options, repair=False, check_requirements=True).plan
     blame = _blame(plan, now, before)
     return FileCheck(
         path=path,

@@ -223,7 +223,8 @@ def graph(
 
 
 def change_options(command: F) -> F:
-    """The options every command that changes an environment takes (remove, install, sync)."""
+    """The options every command that changes an environment takes (remove, install, sync),
+    --json included."""
     for decorator in reversed(
         [
             click.option(
@@ -265,6 +266,9 @@ def change_options(command: F) -> F:
                 "--no-requirements-check",
                 is_flag=True,
                 help="Leave unmet Requires-Dist out of the verdict.",
+            ),
+            click.option(
+                "--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout."
             ),
         ]
     ):
@@ -348,7 +352,6 @@ def _refuse_if_interrupted(env: Any) -> None:
 )
 @change_options
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
 def remove(
     specs: tuple[str, ...],
     requirement_files: tuple[str, ...],
@@ -417,14 +420,12 @@ def _propose_and_carry_out(
         repair=flags["repair"],
         check_requirements=not flags["no_requirements_check"],
     )
-    specs = {a.name: a.spec for a in proposal.arrivals}
-    installing = tuple((d, specs[d.name]) for d in proposal.installing)
     _carry_out(
         env,
         proposal.plan,
         command,
         proposal.removing,
-        installing,
+        proposal.installing,
         {**flags, "python": python},
         uv_args,
     )
@@ -443,7 +444,6 @@ def _propose_and_carry_out(
 @change_options
 @index_options
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
 def install(
     specs: tuple[str, ...],
     requirement_files: tuple[str, ...],
@@ -469,7 +469,6 @@ def install(
 @change_options
 @index_options
 @target_options
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON on stdout.")
 def sync(
     files: tuple[str, ...], python: str | None, ld_library_path: str | None, **flags: Any
 ) -> None:

@@ -20,6 +20,7 @@ import json
 import os
 import re
 from collections import defaultdict
+from collections.abc import Set
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -132,12 +133,7 @@ def simulate(
     for dist in restored:
         gone -= _record_keys(env, dist)
     site = env.target.site_packages[0]
-    arrivals: dict[str, str] = {}
-    for staged in arriving:
-        for entry in staged.records:
-            arrivals[env.keys(os.path.join(site, entry.path))] = os.path.join(
-                staged.site, entry.path
-            )
+    arrivals = _arrivals(env, arriving)
     gone -= arrivals.keys()
     names = {d.name for d in removed} - {d.name for d in restored}
     remaining = tuple(d for d in env.distributions if d.name not in names)
@@ -339,6 +335,7 @@ def diff(
     from cudatx.facts import cuda_major_of_file, mixed_majors
 
     arriving = {d.name for d in installing}
+    written = _arrivals(env, installing).keys()
     removed = {d.name for d in removing} - {d.name for d in reinstalling} - arriving
     old = _edges(env)
     new = old if after.loads is env.loads else _edges(after)  # not replayed: the same
@@ -469,8 +466,8 @@ def diff(
     )
     safe = not edges and not broken_roots and not requirements and not mixed
     return Plan(
-        left_hollow=_left_hollow(env, removing, reinstalling, installing),
-        overwritten=_overwritten(env, after, removing, installing),
+        left_hollow=_left_hollow(env, removing, reinstalling, written),
+        overwritten=_overwritten(env, after, removing, installing, written),
         mixed=mixed,
         prefix=env.target.prefix,
         safe=safe,
@@ -492,21 +489,27 @@ def _left_hollow(
     env: Environment,
     removing: tuple[Distribution, ...],
     reinstalling: tuple[Distribution, ...],
-    installing: tuple[Distribution, ...] = (),
+    written: Set[str],
 ) -> tuple[NameVersion, ...]:
-    """Distributions that stay though the change deletes paths their RECORD lists too."""
+    """Distributions that stay though the change deletes paths their RECORD lists too
+    (`written`: the keys of paths the change installs files at)."""
     deleted = set().union(*(_record_keys(env, d) for d in removing)) - set().union(
         *(_record_keys(env, d) for d in reinstalling)
     )
-    deleted -= _arrival_keys(env, installing)
+    deleted -= written
     gone = {d.name for d in (*removing, *reinstalling)}
     names = {n for key in deleted for n in env.owners.get(key, ()) if n not in gone}
     return tuple(_nv(d) for d in env.distributions if d.name in names)
 
 
-def _arrival_keys(env: Environment, installing: tuple[Distribution, ...]) -> set[str]:
+def _arrivals(env: Environment, installing: tuple[Distribution, ...]) -> dict[str, str]:
+    """Key of each path a staged distribution installs a file at -> the staged file."""
     site = env.target.site_packages[0]
-    return {env.keys(os.path.join(site, e.path)) for d in installing for e in d.records}
+    return {
+        env.keys(os.path.join(site, entry.path)): os.path.join(staged.site, entry.path)
+        for staged in installing
+        for entry in staged.records
+    }
 
 
 def _overwritten(
@@ -514,11 +517,11 @@ def _overwritten(
     after: Environment,
     removing: tuple[Distribution, ...],
     installing: tuple[Distribution, ...],
+    written: Set[str],
 ) -> tuple[NameVersion, ...]:
     """Distributions that stay while arriving files replace bytes their RECORD lists."""
     leaving = {d.name for d in removing}
     arriving = {d.name for d in installing}
-    written = _arrival_keys(env, installing)
     names = {
         n
         for key in written

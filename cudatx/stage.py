@@ -38,7 +38,6 @@ class Arrival:
     """A distribution uv would install: `spec` pins exactly what its dry run chose."""
 
     name: str  # canonical
-    version: str | None  # None for a direct reference
     spec: str  # name==version, or name @ url
 
 
@@ -59,10 +58,8 @@ def parse_dry_run(output: str) -> UvPlan:
         rest = match["rest"]
         if match["sign"] == "-":
             leaving.append((name, rest[2:] if rest.startswith("==") else ""))
-        elif rest.startswith("=="):
-            arriving.append(Arrival(name, rest[2:], f"{name}=={rest[2:]}"))
         else:
-            arriving.append(Arrival(name, None, f"{name}{rest}"))
+            arriving.append(Arrival(name, f"{name}{rest}"))
     return UvPlan(tuple(leaving), tuple(arriving))
 
 
