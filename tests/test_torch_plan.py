@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support import uv_bin
-from tests.torch_env import copy_env, download_wheels, torch_env
+from tests.torch_env import download_wheels, torch_env, torch_with
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +46,7 @@ def _remove(env: Path, *args: str) -> tuple[int, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     wheels = download_wheels(CU12, tmp_path_factory.mktemp("cu12"))
-    env = copy_env(torch_env(), tmp_path_factory.mktemp("torch"))
-    _uv("pip", "install", "--python", str(env), "--no-deps", "--offline", *map(str, wheels))
+    env = torch_with(wheels, tmp_path_factory.mktemp("torch"))
     yield env
     shutil.rmtree(env, ignore_errors=True)
 

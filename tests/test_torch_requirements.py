@@ -5,39 +5,27 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.precommit_story import run_story
-from tests.support import uv_bin
 from tests.support.cli import cudatx
 from tests.support.digest import diff, tree_digest
-from tests.torch_env import copy_env, torch_env
+from tests.torch_env import download_wheels, torch_env, torch_with
 
 pytestmark = pytest.mark.slow
 
 CU12 = "nvidia-cudnn-cu12"
 
 
-def _download(folder: Path) -> Path:
-    """The cu12 cuDNN and what it requires, by pip (which knows this machine's indexes)."""
-    done = subprocess.run(
-        ["python3", "-m", "pip", "download", "-q", "-d", str(folder), CU12],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"pip could not download {CU12}: {done.stderr.strip()[-200:]}")
-    return folder
-
-
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _download(tmp_path_factory.mktemp("cu12"))
+    """The cu12 cuDNN and what it requires (uv's dry run resolves them, offline)."""
+    folder = tmp_path_factory.mktemp("cu12")
+    download_wheels([CU12], folder, deps=True)
+    return folder
 
 
 def test_installing_the_cu12_cudnn_would_rebind_libcudnn_under_cuda13_torch(
@@ -63,15 +51,8 @@ def test_installing_the_cu12_cudnn_would_rebind_libcudnn_under_cuda13_torch(
 @pytest.fixture(scope="module")
 def both(wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """torch 2.14.1 with the cu13 cuDNN, then the cu12 cuDNN over it (its bytes on disk)."""
-    env = copy_env(torch_env(), tmp_path_factory.mktemp("torch"))
     cudnn = sorted(wheels.glob("nvidia_cudnn_cu12-*.whl"))[-1]
-    done = subprocess.run(
-        [uv_bin(), "pip", "install", "--python", str(env), "--no-deps", "--offline", str(cudnn)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    env = torch_with([cudnn], tmp_path_factory.mktemp("torch"))
     yield env
     shutil.rmtree(env, ignore_errors=True)
 

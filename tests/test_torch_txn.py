@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from cudatx.dists import scan_distributions
-from tests.support import uv_bin
 from tests.support.digest import diff, tree_digest
-from tests.torch_env import copy_env, download_wheels, torch_env
+from tests.torch_env import download_wheels, torch_with
 
 pytestmark = pytest.mark.slow
 
@@ -47,23 +46,7 @@ def _import_torch(env: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     wheels = download_wheels(CU12, tmp_path_factory.mktemp("cu12"))
-    env = copy_env(torch_env(), tmp_path_factory.mktemp("torch"))
-    done = subprocess.run(
-        [
-            uv_bin(),
-            "pip",
-            "install",
-            "--python",
-            str(env),
-            "--no-deps",
-            "--offline",
-            *map(str, wheels),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    env = torch_with(wheels, tmp_path_factory.mktemp("torch"))
     yield env
     shutil.rmtree(env, ignore_errors=True)
 

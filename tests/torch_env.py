@@ -41,10 +41,12 @@ def torch_env() -> Path:
     return path
 
 
-def download_wheels(names: list[str], folder: Path) -> list[Path]:
-    """Wheels from the package index, with pip (which knows this machine's indexes)."""
+def download_wheels(names: list[str], folder: Path, *, deps: bool = False) -> list[Path]:
+    """Wheels from the package index, with pip (which knows this machine's indexes): one per
+    name is returned; with `deps`, what they require lands in `folder` too."""
+    no_deps = [] if deps else ["--no-deps"]
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(folder), *names],
+        [sys.executable, "-m", "pip", "download", "-q", *no_deps, "-d", str(folder), *names],
         capture_output=True,
         text=True,
         check=False,
@@ -73,3 +75,20 @@ def copy_env(pristine: Path, into: Path) -> Path:
     else:
         subprocess.run(["cp", "-a", "--link", str(pristine), str(copy)], check=True)
     return copy
+
+
+def torch_with(wheels: list[Path], into: Path) -> Path:
+    """A copy of the torch environment with `wheels` installed over it (real uv, --no-deps,
+    offline): the last one installed wins the bytes of any path two wheels share."""
+    from tests.support import uv_bin
+
+    env = copy_env(torch_env(), into)
+    install = [uv_bin(), "pip", "install", "--python", str(env), "--no-deps", "--offline"]
+    done = subprocess.run(
+        [*install, *map(str, wheels)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return env
