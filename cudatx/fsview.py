@@ -223,18 +223,22 @@ class OverlayView(FileView):
             self._verdicts[path] = verdict
         return verdict
 
+    def _staged(self, path: str) -> str | None:
+        """The staged file a simulated install puts at `path`, if any."""
+        return self._arriving.get(self._key(path)) if self._arriving else None
+
     def real(self, path: str) -> str:
-        staged = self._arriving.get(self._key(path)) if self._arriving else None
+        staged = self._staged(path)
         return staged if staged is not None else self._base.real(path)
 
     def probe(self, path: str) -> Probe:
-        staged = self._arriving.get(self._key(path)) if self._arriving else None
+        staged = self._staged(path)
         if staged is not None:
             return self._base.probe(staged)
         return _MISSING if self._is_gone(path) else self._base.probe(path)
 
     def strings(self, path: str) -> tuple[str, ...]:
-        staged = self._arriving.get(self._key(path)) if self._arriving else None
+        staged = self._staged(path)
         if staged is not None:
             return self._base.strings(staged)
         return () if self._is_gone(path) else self._base.strings(path)
