@@ -309,15 +309,27 @@ def _rebuild(folder: Path, lock: int) -> bool:
     return removed
 
 
+# The modules whose output the cache stores, relative to the package.
+_FINGERPRINTED = (
+    "cache.py",
+    "discover/dists.py",
+    "discover/preloads.py",
+    "elf/reader.py",
+    "loader/fileview.py",
+    "models.py",
+)
+
+
 @functools.cache
 def _fingerprint() -> str:
     """cudatx's version and the source of the modules whose results are stored: a checkout
     that changes how facts are read never meets facts read the old way (crc32: no one is
     trying to collide it, and hashlib would cost an OpenSSL load on every run)."""
     crc = zlib.crc32(str(SCHEMA).encode())
-    for name in ("cache.py", "dists.py", "elf.py", "fsview.py", "models.py", "preload.py"):
+    package = Path(__file__).parent
+    for name in _FINGERPRINTED:
         try:
-            crc = zlib.crc32(Path(__file__).with_name(name).read_bytes(), crc)
+            crc = zlib.crc32((package / name).read_bytes(), crc)
         except OSError:
             crc = zlib.crc32(name.encode(), crc)
     return f"{__version__}+{crc:08x}"

@@ -10,7 +10,6 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    OK = 0
     FINDINGS = 1  # the command ran and found something wrong (later: doctor errors, unsafe plan)
     USAGE = 2  # bad command line (click's own code for usage errors)
     NO_ENVIRONMENT = 3  # the target Python could not be found or asked
@@ -76,6 +75,11 @@ class InUse(CudatxError):
 
 class RolledBack(CudatxError):
     exit_code = ExitCode.ROLLED_BACK
+
+
+class VerificationFailed(RolledBack):
+    """After uv ran, the environment is not what the plan said (or --verify failed); the
+    transaction rolls it back."""
 
 
 class Conflict(CudatxError):

@@ -38,6 +38,12 @@ class PythonTarget(Frozen):
     markers: dict[str, str]
     found_by: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "cudatx's interpreter"
 
+    @property
+    def install_site(self) -> str:
+        """The site folder uv installs into: sysconfig's purelib, which the query lists first
+        (a venv's platlib is the same folder)."""
+        return self.site_packages[0]
+
 
 class RecordEntry(NamedTuple):
     """One RECORD row. A named tuple rather than a model: torch's RECORD alone has 13,000 rows,

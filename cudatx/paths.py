@@ -1,9 +1,26 @@
-"""Paths as users know them: relative to the site folder that holds them."""
+"""Rules about paths and file names that every stage shares.
+
+- Paths as users know them: relative to the site folder that holds them.
+- Which file names are shared libraries, and a soname's stem.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
+import re
+
+_LIBRARY_NAME = re.compile(r"\.so(\.|$)")
+
+
+def is_library_name(name: str) -> bool:
+    """Whether a file name is a shared library's: `libfoo.so`, `libfoo.so.1.2`, `_C.abi3.so`."""
+    return _LIBRARY_NAME.search(name) is not None
+
+
+def soname_stem(name: str) -> str:
+    """`libcudnn_ops.so.9` -> `libcudnn_ops`: the name without `.so` and its version."""
+    return os.path.basename(name).split(".so", 1)[0]
 
 
 @functools.lru_cache(maxsize=16)
@@ -21,3 +38,15 @@ def site_relative(path: str, sites: tuple[str, ...]) -> str:
         if path.startswith(prefix):
             return path[len(prefix) :]
     return path
+
+
+def display_path(path: str | None, sites: tuple[str, ...], *, resolve: bool = True) -> str:
+    """A path as cudatx shows it: "-" for none; with `resolve`, a path holding `..` (the
+    loader's spelling, `torch/lib/../../nvidia`) shown as the file it reaches, its folders
+    resolved through symlinks (never folded lexically: `link/..` is not the folder holding
+    `link`); then relative to its site folder."""
+    if path is None:
+        return "-"
+    if resolve and ".." in path.split("/"):
+        path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+    return site_relative(path, sites)

@@ -1,347 +1,36 @@
-"""Scan one environment: its distributions, its extension modules, and how each one loads."""
+"""Scan one environment: discovery, then the loader's replay of every load root.
+
+The composition of the first stages (cudatx.discover, cudatx.elf, cudatx.loader) into an
+:class:`~cudatx.environment.Environment`; the planner calls :func:`load_roots` again on a
+view in which a change has happened.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import os
-import re
-from collections import defaultdict
-from collections.abc import Callable, ItemsView, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
-from pydantic import TypeAdapter
-
-from cudatx.catalog import Catalog, load_catalog
-from cudatx.dists import scan_distributions
+from cudatx.analysis.cuda import file_classifier, torch_cuda
+from cudatx.discover.catalog import Catalog, load_catalog
+from cudatx.discover.dists import scan_distributions
+from cudatx.discover.preloads import read_preloads
+from cudatx.discover.sitewalk import search_folders, walk
+from cudatx.discover.target import Query, start_query
+from cudatx.elf.system import probe_system
+from cudatx.environment import Environment, Owners, PathKeys
 from cudatx.errors import EnvironmentNotFound
-from cudatx.fsview import FileView, Seen
-from cudatx.loader import LoadResult, Process
-from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget, Resolution
-from cudatx.preload import read_preloads
-from cudatx.runtime import PackageContext, RootLoader, locate_preloads
-from cudatx.system import SystemLoader, probe_system
-from cudatx.target import Query, start_query
+from cudatx.loader.fileview import FileView, Seen
+from cudatx.loader.process import LoadResult, Process
+from cudatx.loader.roots import PackageContext, RootLoader, locate_preloads
+from cudatx.models import ElfInfo, Finding
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
-
-
-class PathKeys:
-    """The key files are compared by: folders resolved through symlinks, the file itself not.
-
-    RECORD paths and loader paths meet here: `lib64 -> lib`, `torch/lib/../../nvidia` and a
-    symlinked site folder all land on the same key, while a library symlink
-    (`libfoo.so -> libfoo.so.1`) stays the file its owner's RECORD names. Folders are
-    resolved once per scan: an environment lists tens of thousands of files in a few
-    thousand folders.
-    """
-
-    def __init__(self) -> None:
-        self._folders: dict[str, str] = {}
-
-    def __call__(self, path: str) -> str:
-        # No os.path.abspath: it folds `link/..` lexically, while the kernel (and so the
-        # loader) resolves `link` first and then goes up from where it points.
-        absolute = path if path.startswith("/") else os.path.join(os.getcwd(), path)
-        # str.rpartition rather than os.path.split and join: this runs for every RECORD
-        # line of the environment (28,000 for torch), and the folder is resolved anyway.
-        head, _, tail = absolute.rpartition("/")
-        real = self._folder(head)
-        return real + tail if real.endswith("/") else f"{real}/{tail}"
-
-    def _folder(self, folder: str) -> str:
-        """os.path.realpath(folder), from its parent's: one lstat per folder, where realpath
-        takes one per component of the path (13 for a file in torch/lib)."""
-        real = self._folders.get(folder)
-        if real is None:
-            parent, _, name = folder.rpartition("/")
-            if name in ("", ".", "..") or not parent:
-                real = os.path.realpath(folder or "/")  # `link/..` and such: as the kernel does
-            else:
-                candidate = f"{self._folder(parent).rstrip('/')}/{name}"
-                real = os.path.realpath(candidate) if os.path.islink(candidate) else candidate
-            self._folders[folder] = real
-        return real
-
-
-@dataclass(frozen=True)
-class Environment:
-    target: PythonTarget
-    system: SystemLoader
-    executable: ElfInfo  # the interpreter binary, the process's main map
-    ld_library_path: str | None  # of the process that will load the libraries
-    cwd: str
-    distributions: tuple[Distribution, ...]
-    findings: tuple[Finding, ...]
-    keys: PathKeys
-    view: FileView  # the files as the loader saw them (a simulation passes another)
-    owners: Owners  # path key -> names of distributions listing it
-    libraries: dict[str, tuple[str, ...]]  # file name -> paths of *.so* files in site folders
-    roots: tuple[str, ...]
-    base: LoadResult  # the interpreter's own start-up
-    loads: tuple[LoadResult, ...]  # one per root, each from a fresh interpreter
-    contexts: tuple[PackageContext, ...]  # packages that load libraries by hand (torch)
-
-    def resolutions(self) -> Iterator[Resolution]:
-        """Every need resolved: the interpreter's start-up, then each root's."""
-        yield from self.base.resolutions
-        for load in self.loads:
-            yield from load.resolutions
-
-    def distribution(self, name: str) -> Distribution | None:
-        return next((d for d in self.distributions if d.name == name), None)
-
-    def owners_of(self, path: str) -> tuple[Distribution, ...]:
-        names = self.owners.get(self.keys(path), ())
-        return tuple(d for d in self.distributions if d.name in names)
-
-
-class _ByName:
-    """RECORD paths grouped by file name, keyed one group at a time."""
-
-    def __init__(self, distributions: tuple[Distribution, ...], keys: PathKeys) -> None:
-        self.keys = keys
-        # Where each distribution's relative RECORD paths start (os.path.join's rules).
-        self._sites = {
-            d.name: d.site if not d.site or d.site.endswith("/") else d.site + "/"
-            for d in distributions
-        }
-        # File name -> (owner, path as RECORD writes it). This runs once per RECORD line
-        # (28,000 for torch) on every run: the file names are cut in a comprehension per
-        # distribution and grouped through a defaultdict, half the time of a plain loop.
-        self.paths: defaultdict[str, list[tuple[str, str]]] = defaultdict(list)
-        paths = self.paths
-        for dist in distributions:
-            owner = dist.name
-            rows = [entry[0] for entry in dist.records]
-            # PathKeys resolves the folder only: a key ends in its path's file name.
-            for path, name in zip(rows, [p.rpartition("/")[2] for p in rows], strict=True):
-                paths[name].append((owner, path))
-        self._keyed: dict[str, dict[str, tuple[str, ...]]] = {}
-
-    def group(self, name: str) -> dict[str, tuple[str, ...]]:
-        """Key -> owners, in distribution order, for every RECORD path ending in `name`."""
-        keyed = self._keyed.get(name)
-        if keyed is None:
-            index: dict[str, list[str]] = defaultdict(list)
-            for owner, path in self.paths.get(name, ()):
-                if not path.startswith("/"):
-                    path = self._sites[owner] + path
-                owners = index[self.keys(path)]
-                if owner not in owners:
-                    owners.append(owner)
-            keyed = self._keyed[name] = {key: tuple(owners) for key, owners in index.items()}
-        return keyed
-
-
-class Owners(Mapping[str, tuple[str, ...]]):
-    """Path key -> names of the distributions whose RECORD lists it, in distribution order.
-
-    Worked out per file name when asked: a plan asks about the few hundred files it loads
-    and removes, and keying all 28,000 RECORD lines of a torch environment took 50 ms of
-    every run. Iterating (doctor's co-owned paths) keys them all, once.
-    """
-
-    def __init__(
-        self,
-        distributions: tuple[Distribution, ...],
-        keys: PathKeys,
-        *,
-        _by_name: _ByName | None = None,
-        _without: frozenset[str] = frozenset(),
-    ) -> None:
-        self._by_name = _by_name or _ByName(distributions, keys)
-        self._without = _without
-        self._all: dict[str, tuple[str, ...]] | None = None
-
-    def without(self, names: frozenset[str]) -> Owners:
-        """The index as it is once the distributions `names` are gone (shares the keying)."""
-        return Owners(
-            (), self._by_name.keys, _by_name=self._by_name, _without=self._without | names
-        )
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if self._all is not None:  # every key known: doctor asks about every RECORD line
-            return self._all.get(key, default)
-        owners = self._by_name.group(key.rpartition("/")[2]).get(key, ())
-        if self._without:
-            owners = tuple(n for n in owners if n not in self._without)
-        return owners or default
-
-    def __getitem__(self, key: str) -> tuple[str, ...]:
-        owners: tuple[str, ...] | None = self.get(key)
-        if owners is None:
-            raise KeyError(key)
-        return owners
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.get(key) is not None
-
-    def _every(self) -> dict[str, tuple[str, ...]]:
-        if self._all is None:
-            every = {}
-            for name in self._by_name.paths:
-                for key in self._by_name.group(name):
-                    owners = self.get(key)
-                    if owners is not None:
-                        every[key] = owners
-            self._all = every
-        return self._all
-
-    def items(self) -> ItemsView[str, tuple[str, ...]]:
-        return self._every().items()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._every())
-
-    def __len__(self) -> int:
-        return len(self._every())
-
-
-def _search_folders(target: PythonTarget) -> list[str]:
-    """Folders whose extension modules are roots: site folders and sys.path beyond stdlib."""
-    folders = [p for p in target.site_packages if os.path.isdir(p)]
-    stdlib = tuple(os.path.join(p, "") for p in target.stdlib)
-    for entry in target.sys_path:
-        if entry in folders or not os.path.isdir(entry):
-            continue
-        if os.path.join(entry, "").startswith(stdlib):
-            continue
-        folders.append(entry)
-    return folders
-
-
-_LIBRARY_NAME = re.compile(r"\.so(\.|$)")
-
-
-_SKIPPED = (".dist-info", "__pycache__")
-
-
-class _Folder(NamedTuple):
-    path: str
-    state: str  # cudatx.cache.file_key's, joined
-    entries: tuple[tuple[str, bool], ...]  # (name, is a symlink) of *.so* names, in order
-
-
-_LISTING = TypeAdapter(tuple[_Folder, ...])
-
-
-def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[str]]]:
-    """(folder, names of *.so* files in it) for every folder below `top`, in os.walk's order.
-
-    A torch environment has 22,000 files in 1,100 folders. A folder's mtime and ctime change
-    whenever a name in it is added, removed or renamed, so the cache keeps the listing and a
-    warm run only looks at the folders: one stat each. Symlinks are asked again every time
-    (whether one points at a folder is not a fact of the folder holding it).
-    """
-    text = cache.get("walk", top, "") if cache is not None else None
-    if text is not None:
-        try:
-            listed = _LISTING.validate_json(text)
-        except ValueError:
-            assert cache is not None
-            cache.invalid()
-        else:
-            if all(_folder_state(f.path) == f.state for f in listed):
-                return [(f.path, _files(f)) for f in listed]
-    found = _walk_folders(top)
-    if cache is not None and all(f.state for f in found):
-        cache.put("walk", top, "", _LISTING.dump_json(found).decode())
-    return [(f.path, _files(f)) for f in found]
-
-
-def _files(folder: _Folder) -> list[str]:
-    return [
-        name
-        for name, link in folder.entries
-        if not link or not os.path.isdir(os.path.join(folder.path, name))
-    ]
-
-
-def _folder_state(path: str) -> str | None:
-    """The folder's state as the cache keys it; None if it is gone or too new to keep."""
-    from cudatx.cache import file_key, settled
-
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return ":".join(file_key(st)) if settled(st) else ""
-
-
-def _walk_folders(top: str) -> tuple[_Folder, ...]:
-    """os.walk(top), symlinked folders listed but not entered, metadata folders skipped."""
-    out: list[_Folder] = []
-
-    def visit(folder: str) -> None:
-        state = _folder_state(folder)  # before listing: a change after it shows next time
-        entries: list[tuple[str, bool]] = []
-        subfolders: list[str] = []
-        try:
-            with os.scandir(folder) as listing:
-                for entry in listing:
-                    try:
-                        is_dir = entry.is_dir()
-                    except OSError:
-                        is_dir = False
-                    link = entry.is_symlink()
-                    if is_dir and not link:
-                        if not entry.name.endswith(_SKIPPED):
-                            subfolders.append(entry.path)
-                    elif (link or not is_dir) and _LIBRARY_NAME.search(entry.name):
-                        entries.append((entry.name, link))
-        except OSError:
-            return  # os.walk passes over a folder it cannot list
-        out.append(_Folder(folder, state or "", tuple(entries)))
-        for sub in subfolders:
-            visit(sub)
-
-    visit(top)
-    return tuple(out)
-
-
-def _walk(
-    folders: list[str], target: PythonTarget, view: FileView
-) -> tuple[list[str], dict[str, list[str]]]:
-    roots: list[str] = []
-    libraries: dict[str, list[str]] = defaultdict(list)
-    seen: set[str] = set()
-    suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
-    for top in folders:
-        for folder, files in _library_files(top, view.cache):
-            for name in files:
-                path = os.path.join(folder, name)
-                key = os.path.realpath(path)
-                if key in seen:
-                    continue  # reachable from two sys.path entries: the first one imports it
-                seen.add(key)
-                libraries[name].append(path)
-                if _is_extension(name, view.probe(path).inits, suffixes):
-                    roots.append(path)
-    return roots, libraries
-
-
-def _is_extension(name: str, inits: tuple[str, ...], suffixes: list[str]) -> bool:
-    """Whether Python would import a file called `name`, exporting `inits`, as a module."""
-    suffix = next((s for s in suffixes if name.endswith(s)), None)
-    if suffix is None:
-        return False
-    module = name[: -len(suffix)]
-    # Python imports a file only if it exports PyInit_<module>; `libfoo.so` in a package's
-    # lib folder matches the ".so" suffix but is a library, not a module.
-    return module.isidentifier() and f"PyInit_{module}" in inits
-
-
-def extension_roots(arriving: dict[str, str], target: PythonTarget, view: FileView) -> list[str]:
-    """The extension modules among files a simulated install writes (target -> staged)."""
-    suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
-    return [
-        path
-        for path, real in sorted(arriving.items())
-        if _is_extension(os.path.basename(path), view.probe(real).inits, suffixes)
-    ]
 
 
 def _python_library(process: Process) -> str:
@@ -383,7 +72,7 @@ def scan(
     tell("reading distributions", 0, 1)
     distributions, findings = scan_distributions(target.sys_path, cache)
     tell("finding libraries", 0, 1)
-    roots, libraries = _walk(_search_folders(target), target, view)
+    roots, libraries = walk(search_folders(target), target, view.inits, cache)
     paths = [path for found in libraries.values() for path in found]
     for done, path in enumerate(paths):
         tell("reading libraries", done, len(paths))
@@ -415,6 +104,50 @@ def _quiet(what: str, done: int, total: int) -> None:
     pass
 
 
+def collect_less() -> None:
+    """Tune the garbage collector for one short process, before the scan.
+
+    The core's modules, classes and pydantic's validators are imported by now and live until
+    exit: gc.freeze() moves them out of every later collection. A warm scan then builds some
+    100,000 short-lived tuples (RECORD rows, the owners index); collecting the young
+    generation every 10,000 allocations instead of 700 cut 25-30 ms from a 0.35 s warm
+    `remove six --dry-run` (benchmarks/). Cycles are still collected: memory stays bounded.
+    """
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
+
+
+@contextlib.contextmanager
+def scanning(
+    python: str | None,
+    *,
+    ld_library_path: str | None,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    query: Query | None = None,
+) -> Iterator[Environment]:
+    """One command's scan: the scan cache open for as long as the command runs (a plan
+    replays again and reads through it), written when it ends; the collector tuned for a
+    short process. `ld_library_path` None means the current process's."""
+    from cudatx.cache import open_cache
+
+    collect_less()
+    cache = open_cache() if use_cache else None
+    if ld_library_path is None:
+        ld_library_path = os.environ.get("LD_LIBRARY_PATH")
+    try:
+        yield scan(
+            python,
+            ld_library_path=ld_library_path or None,
+            cache=cache,
+            progress=progress,
+            query=query,
+        )
+    finally:
+        if cache is not None:
+            cache.close()
+
+
 def load_roots(env: Environment, view: FileView, progress: Progress | None = None) -> Environment:
     """Replay the interpreter's start and every root on `view`.
 
@@ -432,9 +165,6 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
         is_driver=catalog.is_driver,
     )
     base = process.start()
-    # facts derives from an Environment; imported here, where one exists, to avoid a cycle.
-    from cudatx.facts import file_classifier
-
     classify = file_classifier(env)
 
     def major_of(path: str, info: ElfInfo) -> int | None:
@@ -459,8 +189,6 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
 
 def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[PackageContext, ...]:
     """The packages whose import loads libraries by hand (torch), as installed here."""
-    from cudatx.facts import torch_cuda
-
     out = []
     for load_list in catalog.load_lists:
         dist = env.distribution(load_list.distribution)

@@ -23,8 +23,9 @@ import pytest
 
 from cudatx import cache as cache_module
 from cudatx.cache import DATABASE, cache_folder, open_cache
+from cudatx.environment import Environment
 from cudatx.progress import Bar, wanted
-from cudatx.scan import Environment, scan
+from cudatx.scan import scan
 from tests.support import (
     build_wheel,
     compile_extension,

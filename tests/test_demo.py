@@ -21,8 +21,8 @@ import pytest
 from cudatx.demo import DemoEnv, DemoError, build_demo
 from cudatx.demo import libs as demo_libs
 from cudatx.demo.build import COOWNED_PATH, COOWNED_PATHS
-from cudatx.elf import rodata_sonames
-from cudatx.wheelfile import record_hash, write_wheel
+from cudatx.demo.wheelfile import record_hash, write_wheel
+from cudatx.elf.reader import rodata_sonames
 from tests.support import read_dynamic, site_packages, uv_uninstall
 
 REPO = Path(__file__).resolve().parents[1]
@@ -313,7 +313,7 @@ def test_non_empty_folder_is_refused(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# cudatx.wheelfile
+# cudatx.demo.wheelfile
 # --------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""cudatx.dists: installed distributions read from real uv installs and hand-written folders."""
+"""cudatx.discover.dists: installed distributions read from real uv installs and hand-written
+folders."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
-from cudatx.dists import parse_record, scan_distributions
+from cudatx.discover.dists import parse_record, scan_distributions
 from cudatx.models import Distribution, Finding, RecordEntry
 from tests.support import build_wheel, make_venv, record_hash, site_packages, uv_install
 
@@ -404,7 +405,7 @@ def test_parse_record_never_raises(text: str) -> None:
 
 def test_applicable_requirements_skip_what_cannot_apply() -> None:
     """Markers are evaluated for the target with extra=""; hostile lines never raise."""
-    from cudatx.dists import applicable_requirements
+    from cudatx.discover.dists import applicable_requirements
     from cudatx.models import Distribution
 
     dist = Distribution(
@@ -470,7 +471,7 @@ def test_folded_and_unprintable_names_and_versions(tmp_path: Path) -> None:
     ids=["nul-in-quoted-value", "nested-parentheses"],
 )
 def test_requirements_packaging_cannot_parse_are_skipped(tmp_path: Path, line: str) -> None:
-    from cudatx.dists import applicable_requirements
+    from cudatx.discover.dists import applicable_requirements
 
     dist = _dist_with(tmp_path, f"Name: x\nVersion: 1\nRequires-Dist: {line}\nRequires-Dist: b\n")
     assert [r.name for r in applicable_requirements(dist, {})] == ["b"]
@@ -480,6 +481,6 @@ def test_requirements_packaging_cannot_parse_are_skipped(tmp_path: Path, line: s
     "text", ['{"url": "file:///a\\nb"}', "[" * 100_000 + "]" * 100_000], ids=["newline", "deep"]
 )
 def test_reinstall_spec_of_a_hostile_direct_url(tmp_path: Path, text: str) -> None:
-    from cudatx.dists import reinstall_spec
+    from cudatx.discover.dists import reinstall_spec
 
     assert reinstall_spec(_dist_with(tmp_path, "Name: x\nVersion: 1\n", text)) == "x==1"

@@ -1,4 +1,4 @@
-"""cudatx.elf against binutils: libraries compiled here, system libraries, and broken files.
+"""cudatx.elf.reader against binutils: libraries compiled here, system libraries, and broken files.
 
 readelf (and objdump for the raw DT_FLAGS_1 value) is the oracle for every field.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.elf import read_elf, read_object, rodata_sonames
+from cudatx.elf.reader import read_elf, read_object, rodata_sonames
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, VersionNeed
 

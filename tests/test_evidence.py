@@ -25,13 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.catalog import load_catalog
+from cudatx.analysis.doctor import DoctorReport, diagnose, reinstall_command
+from cudatx.analysis.why import explain
 from cudatx.demo.build import torch_init_py
-from cudatx.doctor import DoctorReport, diagnose, reinstall_command
-from cudatx.loader import LoadResult
+from cudatx.discover.catalog import load_catalog
+from cudatx.environment import Environment
+from cudatx.loader.process import LoadResult
 from cudatx.models import Evidence, How, Resolution, Status
-from cudatx.scan import Environment, scan
-from cudatx.why import explain
+from cudatx.scan import scan
 from tests.support import (
     Observation,
     Request,

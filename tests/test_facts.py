@@ -1,4 +1,4 @@
-"""cudatx.facts on real wheels, installed by real uv, holding real compiled libraries.
+"""cudatx.analysis.ownership on real wheels, installed by real uv, holding real compiled libraries.
 
 The wheels are named and laid out like the real ones: nvidia-cudnn-cu12 and nvidia-cudnn-cu13
 both install nvidia/cudnn/lib/libcudnn.so.9 (with different bytes); nvidia-cufft 12.0.0.61 is
@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.elf import read_elf
-from cudatx.facts import (
+from cudatx.analysis.cuda import (
     Basis,
-    co_owned,
     cuda_major_of_dist,
     cuda_major_of_file,
-    hollow,
     mixed_majors,
     torch_cuda,
 )
-from cudatx.scan import Environment, scan
+from cudatx.analysis.ownership import co_owned, hollow
+from cudatx.elf.reader import read_elf
+from cudatx.environment import Environment
+from cudatx.scan import scan
 from tests.support import (
     build_wheel,
     compile_extension,

@@ -34,10 +34,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudatx.dists import applicable_requirements, reinstall_spec, scan_distributions
-from cudatx.elf import read_elf, read_object, rodata_sonames
+from cudatx.discover.dists import applicable_requirements, reinstall_spec, scan_distributions
+from cudatx.elf.reader import read_elf, read_object, rodata_sonames
 from cudatx.errors import CudatxError, ExitCode
-from cudatx.reqfiles import read_requirements
+from cudatx.planning.reqfiles import read_requirements
 from tests.support import compile_lib
 
 FUZZ_EXAMPLES = int(os.environ.get("CUDATX_FUZZ_EXAMPLES", "300"))

@@ -17,10 +17,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
+from cudatx.analysis.graph import around, build_graph
+from cudatx.environment import Environment
 from cudatx.errors import ExitCode, NotInEnvironment
-from cudatx.graph import around, build_graph
 from cudatx.render.graph import FORMATS, render
-from cudatx.scan import Environment, scan
+from cudatx.scan import scan
 from tests.support import (
     build_wheel,
     compile_extension,

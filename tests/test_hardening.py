@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from cudatx import confine, txn
-from cudatx.dists import scan_distributions
+from cudatx.discover import confinement
+from cudatx.discover.dists import scan_distributions
+from cudatx.txn import rollback, touched
+from cudatx.txn.journal import Journal, Package, State
 from tests.support.digest import tree_digest
 from tests.test_txn import (  # the fixtures are used by name
     BUSY,
@@ -149,9 +151,9 @@ def test_outside_is_read_as_the_kernel_and_as_an_installer_read_it(tmp_path: Pat
         "nul\0byte",
     ]
     for entry in inside:
-        assert confine.entry_inside(os.fspath(site), entry, real), entry
+        assert confinement.entry_inside(os.fspath(site), entry, real), entry
     for entry in outside:
-        assert not confine.entry_inside(os.fspath(site), entry, real), entry
+        assert not confinement.entry_inside(os.fspath(site), entry, real), entry
 
 
 def test_rollback_never_removes_through_a_symlink_that_leads_out(tmp_path: Path) -> None:
@@ -168,10 +170,19 @@ def test_rollback_never_removes_through_a_symlink_that_leads_out(tmp_path: Path)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
     (info / "RECORD").write_text("pkg.py,,\nescape/precious,,\npkg-1.0.dist-info/RECORD,,\n")
     [dist], _ = scan_distributions((os.fspath(site),))
-    assert confine.outside([dist], os.fspath(prefix)) == (
-        confine.Outside(distribution="pkg", entry="escape/precious"),
+    assert confinement.outside([dist], os.fspath(prefix)) == (
+        confinement.Outside(distribution="pkg", entry="escape/precious"),
     )
-    txn._remove_added(os.fspath(prefix), {"pkg"}, keep=set())
+    journal = Journal(
+        id="t",
+        command="cudatx remove pkg",
+        prefix=os.fspath(prefix),
+        sites=(os.fspath(site),),
+        created="now",
+        remove=(Package(name="pkg", version="1.0"),),
+        state=State.ROLLING_BACK,
+    )
+    rollback._remove_added(journal, keep=set())
     assert (away / "precious").is_file()
     assert not (site / "pkg.py").exists()
 
@@ -341,7 +352,7 @@ def _tmpfs(where: Path, size: str) -> AbstractContextManager[None]:
 def _snapshot_size(v: Venv) -> int:
     """Bytes a snapshot of `remove nvidia-cudnn-cu12 --repair` copies (both cuDNNs' files)."""
     dists, _ = scan_distributions((os.fspath(v.site),))
-    paths = {p for d in dists if d.name in (CU12, CU13) for p in txn._files_of(d)}
+    paths = {p for d in dists if d.name in (CU12, CU13) for p in touched.files_of(d)}
     return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
 
 

@@ -113,7 +113,7 @@ def _freeze(venv: Path, drop: str) -> str:
 
 
 def _dists(venv: Path) -> list[Any]:
-    from cudatx.dists import scan_distributions
+    from cudatx.discover.dists import scan_distributions
 
     found, _ = scan_distributions((str(site_packages(venv)),))
     return list(found)

@@ -1,4 +1,5 @@
-"""cudatx.ldcache against `ldconfig -p`, on the real cache and on caches ldconfig writes here."""
+"""cudatx.elf.ldcache against `ldconfig -p`, on the real cache and on caches ldconfig writes
+here."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.ldcache import CacheEntry, LdCache, cache_flags_for, read_ld_cache
+from cudatx.elf.ldcache import CacheEntry, LdCache, cache_flags_for, read_ld_cache
 
 SYSTEM_CACHE = Path("/etc/ld.so.cache")
 X86_64 = 0x0303

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.loader import LoadResult
+from cudatx.environment import Environment
+from cudatx.loader.process import LoadResult
 from cudatx.models import How, Outcome, Resolution, Status
-from cudatx.scan import Environment, scan
+from cudatx.scan import scan
 from tests.support import (
     Observation,
     build_wheel,

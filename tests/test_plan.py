@@ -36,10 +36,10 @@ from zipfile import ZipFile
 
 import pytest
 
-from cudatx.catalog import load_catalog
-from cudatx.plan import plan_removal
+from cudatx.discover.catalog import load_catalog
+from cudatx.planning.plan import plan_removal
+from cudatx.planning.selection import select
 from cudatx.scan import scan
-from cudatx.selection import select
 from tests.support import (
     build_wheel,
     compile_extension,

@@ -89,17 +89,18 @@ def test_a_change_the_replay_never_read_is_not_replayed(
 ) -> None:
     """Removing what no replay read (data files) reuses the first replay; the plan is the
     one a second replay gives. Removing a library it loaded replays again."""
-    from cudatx import plan as planner
+    from cudatx.planning import plan as planner
+    from cudatx.planning import simulate as simulation
+    from cudatx.planning.selection import select
     from cudatx.scan import scan
-    from cudatx.selection import select
 
     env = scan(str(venv), ld_library_path=None, cwd=venv)
     data = select(env, ("extra-a",))
     shortcut = planner.plan_removal(env, data, repair=False)
-    after = planner.simulate(env, data)
+    after = simulation.simulate(env, data)
     assert after.loads is env.loads  # not replayed
     library = select(env, ("foo",))
-    assert planner.simulate(env, library).loads is not env.loads
-    monkeypatch.setattr(planner, "_replay_unchanged", lambda *args: False)
-    assert planner.simulate(env, data).loads == env.loads
+    assert simulation.simulate(env, library).loads is not env.loads
+    monkeypatch.setattr(simulation, "_replay_unchanged", lambda *args: False)
+    assert simulation.simulate(env, data).loads == env.loads
     assert planner.plan_removal(env, data, repair=False) == shortcut

@@ -38,7 +38,7 @@ def test_pyelftools_stays_in_one_module() -> None:
         for p in (ROOT / "cudatx").rglob("*.py")
         if "elftools" in p.read_text()
     ]
-    assert users == ["cudatx/elf.py"]
+    assert users == ["cudatx/elf/reader.py"]
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["remove", "--help"]])

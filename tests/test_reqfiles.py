@@ -1,4 +1,4 @@
-"""cudatx.reqfiles: every requirements format, read for one target.
+"""cudatx.planning.reqfiles: every requirements format, read for one target.
 
 The samples under tests/data/reqfiles/ were written by real uv 0.13.9 (so the tests run
 offline): `freeze.txt` is `uv pip freeze` of a venv with a local project installed from its
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudatx.errors import CudatxError, UnreadableFile, UsageError
-from cudatx.reqfiles import Pin, RequirementsFile, kind_of, read_requirements
+from cudatx.planning.reqfiles import Pin, RequirementsFile, kind_of, read_requirements
 
 DATA = Path(__file__).parent / "data" / "reqfiles"
 PROJECT = DATA / "project"

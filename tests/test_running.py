@@ -1,4 +1,4 @@
-"""cudatx.running against real processes that really map a library compiled here."""
+"""cudatx.txn.running against real processes that really map a library compiled here."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cudatx.errors import UnreadableFile
-from cudatx.running import Holder, InUseReport, Unknown, processes_using
+from cudatx.txn.running import Holder, InUseReport, Unknown, processes_using
 from tests.support import compile_lib
 
 REPO = Path(__file__).resolve().parent.parent
@@ -192,18 +192,18 @@ def test_an_unstatable_path_is_an_error(tmp_path: Path) -> None:
 SCAN = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from cudatx.running import processes_using
+from cudatx.txn.running import processes_using
 print(processes_using(sys.argv[2:]).model_dump_json())
 """
 
 
 def _modules_to_copy() -> list[str]:
-    """Files and package folders outside the standard library that cudatx.running imports."""
+    """Files and package folders outside the standard library that cudatx.txn.running imports."""
     probe = textwrap.dedent(
         """
         import json, os, site, sys
         sys.path.insert(0, sys.argv[1])
-        import cudatx.running
+        import cudatx.txn.running
         sites = tuple(os.path.realpath(p) + os.sep for p in site.getsitepackages())
         out = set()
         for name, mod in list(sys.modules.items()):

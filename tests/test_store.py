@@ -15,12 +15,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cudatx.errors import Busy, ExitCode, StoreError
-from cudatx.snapshot import SNAPSHOT, SNAPSHOT_TMP, load, restore, take, verify_saved
-from cudatx.store import Store, atomic_write
+from cudatx.txn.journal import Journal, State
+from cudatx.txn.snapshot import SNAPSHOT, SNAPSHOT_TMP, load, restore, take, verify_saved
+from cudatx.txn.store import Store, atomic_write
 from tests.support.digest import diff, tree_digest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +86,18 @@ def _listing(prefix: Path) -> tuple[list[str], list[str]]:
     return sorted(paths), sorted(folders)
 
 
+def _journal(txn: str, state: State = State.STARTED, **fields: Any) -> Journal:
+    return Journal(
+        id=txn,
+        command="cudatx remove demo",
+        prefix="/nowhere",
+        sites=(),
+        created="2026-12-01T00:00:00+00:00",
+        state=state,
+        **fields,
+    )
+
+
 def _wipe(prefix: Path) -> None:
     for top in (prefix / SITE / "demo", prefix / SITE / "demo-1.0.dist-info", prefix / "bin"):
         shutil.rmtree(top)
@@ -91,7 +105,7 @@ def _wipe(prefix: Path) -> None:
 
 def _snap(prefix: Path, txn: str = "t1") -> tuple[Path, list[str]]:
     store = Store(str(prefix))
-    store.write_journal(txn, {"state": "started"})
+    store.write_journal(_journal(txn))
     paths, folders = _listing(prefix)
     _, outside = take(store.txn_dir(txn), paths, folders, INSTALLED, prefix=str(prefix))
     return store.txn_dir(txn), outside
@@ -133,15 +147,17 @@ def test_journals_round_trip_and_ids_list_only_journalled_folders(tmp_path: Path
     store = Store(str(tmp_path))
     assert store.ids() == []
     first, second = store.new_id(), store.new_id()
-    store.write_journal(second, {"state": "started", "b": [1, 2]})
-    store.write_journal(first, {"state": "committed", "a": None})
+    started = _journal(second, error="b")
+    store.write_journal(started)
+    store.write_journal(_journal(first, State.COMMITTED))
     store.txn_dir("stray").mkdir()  # no journal: not a transaction
     assert store.ids() == [first, second]
-    assert store.read_journal(second) == {"state": "started", "b": [1, 2]}
+    assert store.read_journal(second) == started
     text = (store.txn_dir(first) / "journal.json").read_text()
-    assert text == json.dumps({"state": "committed", "a": None}, sort_keys=True, indent=2) + "\n"
-    store.write_journal(first, {"state": "rolled back"})
-    assert store.read_journal(first) == {"state": "rolled back"}
+    data = _journal(first, State.COMMITTED).model_dump(mode="json")
+    assert text == json.dumps(data, sort_keys=True, indent=2) + "\n"
+    store.write_journal(_journal(first, State.ROLLED_BACK))
+    assert store.read_journal(first).state is State.ROLLED_BACK
     assert sorted(os.listdir(store.txn_dir(first))) == ["journal.json"]
 
 
@@ -149,7 +165,7 @@ def test_unreadable_journals_and_bad_ids_are_store_errors(tmp_path: Path) -> Non
     store = Store(str(tmp_path))
     with pytest.raises(StoreError, match="has no journal"):
         store.read_journal("nope")
-    store.write_journal("t", {})
+    store.write_journal(_journal("t"))
     (store.txn_dir("t") / "journal.json").write_text("{trunc")
     with pytest.raises(StoreError, match="corrupt") as caught:
         store.read_journal("t")
@@ -179,7 +195,7 @@ def test_a_symlink_planted_as_the_store_is_refused(tmp_path: Path) -> None:
     prefix.mkdir()
     (prefix / ".cudatx").symlink_to(elsewhere)
     with pytest.raises(StoreError, match="should be a folder"):
-        Store(str(prefix)).write_journal("t", {})
+        Store(str(prefix)).write_journal(_journal("t"))
     assert os.listdir(elsewhere) == []
 
 
@@ -187,7 +203,7 @@ def test_a_symlink_planted_as_the_store_is_refused(tmp_path: Path) -> None:
 
 _HOLD = """
 import sys
-from cudatx.store import Store
+from cudatx.txn.store import Store
 with Store(sys.argv[1]).lock():
     print("held", flush=True)
     sys.stdin.readline()
@@ -408,7 +424,7 @@ def test_paths_outside_the_prefix_are_not_saved(tmp_path: Path, env: Path) -> No
         str(env / "missing.py"),
     ]
     store = Store(str(env))
-    store.write_journal("t", {})
+    store.write_journal(_journal("t"))
     saved, outside = take(store.txn_dir("t"), asked, [], INSTALLED, prefix=str(env))
     assert outside == asked[:4]
     assert [f.path for f in saved.files] == [str(env / "pointer"), str(inside)]
@@ -433,7 +449,7 @@ def test_restore_refuses_a_folder_that_now_leads_outside(tmp_path: Path, env: Pa
 
 def test_load_without_a_snapshot_and_a_second_take_is_refused(env: Path) -> None:
     store = Store(str(env))
-    store.write_journal("t", {})
+    store.write_journal(_journal("t"))
     assert load(store.txn_dir("t")) is None
     _snap(env, "u")
     with pytest.raises(StoreError, match="already has a snapshot"):
@@ -445,7 +461,7 @@ def test_load_without_a_snapshot_and_a_second_take_is_refused(env: Path) -> None
 _TAKE = """
 import sys
 from pathlib import Path
-from cudatx.snapshot import take
+from cudatx.txn.snapshot import take
 paths = Path(sys.argv[3]).read_text().splitlines()
 print("start", flush=True)
 take(Path(sys.argv[1]), paths, [], [], prefix=sys.argv[2])
@@ -467,7 +483,7 @@ def test_a_take_killed_at_any_point_leaves_no_snapshot_or_a_complete_one(tmp_pat
     listing.write_text("\n".join(paths))
     store = Store(str(prefix))
     for txn in ("timing", *(f"crash{n}" for n in range(6))):
-        store.write_journal(txn, {"state": "started"})
+        store.write_journal(_journal(txn))
     started = time.monotonic()
     take(store.txn_dir("timing"), paths, [], [], prefix=str(prefix))
     duration = time.monotonic() - started

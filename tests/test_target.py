@@ -1,4 +1,4 @@
-"""cudatx.target: which interpreter is the target, and what it says about itself.
+"""cudatx.discover.target: which interpreter is the target, and what it says about itself.
 
 Every environment here is a real venv made by real uv; every answer comes from really
 running that interpreter. ``environ`` and ``cwd`` are passed explicitly, so the test process's
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from packaging.markers import Marker
 
+from cudatx.discover.target import Query, find_target, locate_interpreter
 from cudatx.errors import EnvironmentNotFound, ExitCode
 from cudatx.models import PythonTarget
-from cudatx.target import find_target, locate_interpreter, query_interpreter
 from tests.support import make_venv, site_packages, venv_python
 
 
@@ -218,7 +218,7 @@ def test_target_of_a_uv_venv(explicit_target: PythonTarget, venvs: Venvs) -> Non
 
 
 def test_query_interpreter_keeps_found_by(venvs: Venvs) -> None:
-    target = query_interpreter(venv_python(venvs.conda), "CONDA_PREFIX")
+    target = Query(venv_python(venvs.conda), "CONDA_PREFIX").result()
     assert target.found_by == "CONDA_PREFIX"
     assert target.prefix == str(venvs.conda)
 
@@ -230,7 +230,7 @@ def test_query_is_isolated_from_pythonpath(
     extra = tmp_path / "extra"
     extra.mkdir()
     monkeypatch.setenv("PYTHONPATH", str(extra))
-    target = query_interpreter(venv_python(venvs.explicit), "--python")
+    target = Query(venv_python(venvs.explicit), "--python").result()
     assert str(extra) not in target.sys_path
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.dists import scan_distributions
+from cudatx.discover.dists import scan_distributions
 from tests.support.digest import diff, tree_digest
 from tests.torch_env import download_wheels, torch_with
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.catalog import load_catalog
+from cudatx.discover.catalog import load_catalog
 from tests.support import (
     build_wheel,
     compile_extension,

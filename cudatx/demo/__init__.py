@@ -1,7 +1,7 @@
 """``cudatx demo``: a small environment that shows the cu12/cu13 shared-path trap.
 
 :func:`build_demo` compiles (or takes prebuilt) tiny real libraries, packs them into
-wheels with :mod:`cudatx.wheelfile`, and installs them offline with real uv into a venv
+wheels with :mod:`cudatx.demo.wheelfile`, and installs them offline with real uv into a venv
 in a folder of the caller's choosing. See :mod:`cudatx.demo.build`.
 """
 

@@ -35,7 +35,7 @@ from cudatx.demo.libs import (
     last_line,
     prebuilt_libraries,
 )
-from cudatx.wheelfile import write_wheel
+from cudatx.demo.wheelfile import write_wheel
 
 __all__ = ["COOWNED_PATH", "COOWNED_PATHS", "DEMO_WHEELS", "DemoEnv", "DemoWheel", "build_demo"]
 
@@ -60,8 +60,8 @@ xpu: Optional[str] = None
 
 
 # torch 2.14's loader code (torch/__init__.py, _load_global_deps and what it calls), in the
-# shape cudatx.preload reads; {cuda_libs} is the list and {header} a first comment line. It
-# does not import torch._C, so that `import torch` alone shows what the preload maps. The
+# shape cudatx.discover.preloads reads; {cuda_libs} is the list and {header} a first comment
+# line. It does not import torch._C, so that `import torch` alone shows what the preload maps. The
 # tests use it too, with lists of their own.
 TORCH_INIT_TEMPLATE = """\
 # {header}

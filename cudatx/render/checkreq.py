@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cudatx.checkreq import FileCheck
+from cudatx.planning.checkreq import FileCheck
 from cudatx.render import plan as render_plan
 
 

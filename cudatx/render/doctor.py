@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudatx.doctor import DoctorReport, Problem, Severity
+from cudatx.analysis.doctor import DoctorReport, Problem, Severity
 
 
 def to_json(report: DoctorReport) -> str:

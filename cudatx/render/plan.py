@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
-from cudatx.paths import site_relative
-from cudatx.plan import Broken, NameVersion, Plan
+from cudatx.paths import display_path as shown
+from cudatx.planning.models import Broken, NameVersion, Plan
 
 
 def to_json(plan: Plan) -> str:
@@ -22,26 +21,17 @@ def _packages(
     return lines
 
 
-def _short(path: str | None, sites: tuple[str, ...]) -> str:
-    if path is None:
-        return "-"
-    if ".." in path.split("/"):
-        # The loader's spelling (`torch/lib/../../nvidia`); show the file it reached.
-        path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-    return site_relative(path, sites)
-
-
 def _broken(by_soname: dict[str, list[Broken]], sites: tuple[str, ...]) -> list[str]:
     lines = []
     for soname, group in sorted(by_soname.items()):
         lines.append(f"  {soname}")
         for b in group:
             owner = f" [{b.needed_by_dist}]" if b.needed_by_dist else ""
-            lines.append(f"    needed by {_short(b.needed_by, sites)}{owner} ({b.evidence.value})")
+            lines.append(f"    needed by {shown(b.needed_by, sites)}{owner} ({b.evidence.value})")
         first = group[0]
         if first.provider:
             owners = ", ".join(first.provider_owners) or "no distribution"
-            lines.append(f"    was {_short(first.provider, sites)} [{owners}]")
+            lines.append(f"    was {shown(first.provider, sites)} [{owners}]")
         lines.append(f"    {first.reason}")
     return lines
 
@@ -61,7 +51,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
         lines += _broken(by_soname, sites)
         for r in plan.broken_roots:
             lines.append(
-                f"  import of {_short(r.root, sites)} [{r.dist or '-'}] would fail: "
+                f"  import of {shown(r.root, sites)} [{r.dist or '-'}] would fail: "
                 f"{r.first_missing} not found"
             )
     if plan.requirements_broken:
@@ -71,7 +61,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
         lines.append(f"Would mix CUDA majors (torch is built for CUDA {plan.mixed[0].torch_cuda}):")
         for m in plan.mixed:
             lines.append(
-                f"  {m.soname} for {_short(m.needed_by, sites)}: {_short(m.path, sites)} "
+                f"  {m.soname} for {shown(m.needed_by, sites)}: {shown(m.path, sites)} "
                 f"is a CUDA {m.major} build ({m.reason})"
             )
     if plan.left_hollow:
@@ -88,10 +78,10 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             major = f", CUDA {rb.cuda_major_after}" if rb.cuda_major_after else ""
             if rb.provider_after == rb.provider_before:
                 owners = ", ".join(rb.provider_after_owners)
-                where = f"{_short(rb.provider_after, sites)} with {owners}'s bytes"
+                where = f"{shown(rb.provider_after, sites)} with {owners}'s bytes"
             else:
-                where = _short(rb.provider_after, sites)
-            lines.append(f"  {rb.soname} for {_short(rb.needed_by, sites)}: {where}{major}")
+                where = shown(rb.provider_after, sites)
+            lines.append(f"  {rb.soname} for {shown(rb.needed_by, sites)}: {where}{major}")
     if plan.preexisting:
         lines.append(
             f"Already broken before this change (not counted): {len(plan.preexisting)} "

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
+from cudatx.analysis.why import Owner, Route, WhyReport
 from cudatx.models import Attempt, Evidence, How, Outcome, Status
-from cudatx.why import Owner, Route, WhyReport
+from cudatx.paths import display_path
 
 _MAX_NEEDERS = 8  # the JSON lists them all
 
@@ -15,23 +14,14 @@ def to_json(report: WhyReport) -> str:
 
 
 class _Paths:
-    """Paths inside a site folder are shown relative to it; others as they are.
-
-    Never folded lexically: `a/link/../b` is where the loader looked, and folding it would
-    name another folder when `link` is a symlink.
-    """
+    """Paths as the loader opened them, relative to their site folder: never folded, since
+    `a/link/../b` is where the loader looked."""
 
     def __init__(self, sites: tuple[str, ...]) -> None:
-        self.sites = tuple(os.path.join(s, "") for s in sites)
+        self.sites = sites
 
     def __call__(self, path: str | None) -> str:
-        if path is None:
-            return "-"
-        shown = path
-        for site in self.sites:
-            if shown.startswith(site):
-                return shown[len(site) :]
-        return shown
+        return display_path(path, self.sites, resolve=False)
 
 
 def _owners(owners: tuple[Owner, ...]) -> str:

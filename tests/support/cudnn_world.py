@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cudatx.catalog import load_catalog
+from cudatx.discover.catalog import load_catalog
 
 from .cbuild import compile_extension, compile_lib, ext_suffix
 from .wheels import build_wheel

@@ -1,4 +1,4 @@
-"""Write real wheels for test fixtures: a thin wrapper over :mod:`cudatx.wheelfile`.
+"""Write real wheels for test fixtures: a thin wrapper over :mod:`cudatx.demo.wheelfile`.
 
 The project has one wheel writer (``cudatx.wheelfile.write_wheel``); this module only adds
 what fixtures like: members given as files to copy (their mode kept) as well as bytes.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from cudatx.wheelfile import dist_info_name, record_hash, wheel_file_name, write_wheel
+from cudatx.demo.wheelfile import dist_info_name, record_hash, wheel_file_name, write_wheel
 
 __all__ = [
     "build_wheel",

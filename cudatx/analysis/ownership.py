@@ -1,0 +1,219 @@
+"""Who owns which file: co-owned paths, hollow distributions, the bytes on disk.
+
+Every function here is pure over an :class:`~cudatx.environment.Environment` and the files
+on disk now: it returns new frozen values and changes nothing. Hashing is the expensive
+part, so only co-owned files (a path listed by several RECORDs; there are few) are hashed;
+other RECORD entries are checked by existence and size.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cudatx.digest import digest_file, record_encode
+from cudatx.environment import Environment
+from cudatx.models import Distribution, Frozen, RecordEntry
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
+
+__all__ = ["CoOwned", "Hollow", "Ownership", "co_owned", "hollow"]
+
+_EXAMPLES = 5
+
+
+class CoOwned(Frozen):
+    """A path listed by the RECORD of more than one distribution."""
+
+    path: str  # the path key (folders resolved, as Environment.owners is keyed)
+    owners: tuple[tuple[str, str], ...]  # (name, version) of each distribution listing it
+    effective_owner: str | None  # the owner whose RECORD hash matches the bytes on disk now
+    present: bool  # the path exists (os.path.lexists)
+    matching: tuple[str, ...] = ()  # every owner whose hash matches (several: same bytes)
+
+
+class Hollow(Frozen):
+    """A distribution some of whose RECORD entries are missing on disk or hold other bytes."""
+
+    name: str
+    version: str
+    missing: int  # entries whose path does not exist
+    wrong: int  # entries of another size, or (co-owned paths) another sha256
+    total: int  # entries checked: those with a hash, RECORD itself excluded
+    examples: tuple[str, ...]  # up to five RECORD paths, as RECORD writes them
+    emptied: bool  # every checked file outside its own metadata folder is missing or wrong
+
+
+@dataclass
+class Ownership:
+    """What one public call computes once: file digests and RECORD entries by key."""
+
+    env: Environment
+    digests: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    entries: dict[tuple[str, str], RecordEntry | None] = field(default_factory=dict)
+
+    def digest(self, path: str, algorithm: str) -> str | None:
+        """The file's digest as RECORD writes it; None if it cannot be read or hashed."""
+        cache_key = (path, algorithm)
+        if cache_key not in self.digests:
+            # In a simulated install the bytes at `path` are a staged file's.
+            real = self.env.view.real(path)
+            self.digests[cache_key] = _hash_file(real, algorithm, self.env.view.cache)
+        return self.digests[cache_key]
+
+    def entry(self, dist: Distribution, key: str) -> RecordEntry | None:
+        """The RECORD entry of `dist` whose path has this key (co-owned paths only: few)."""
+        cache_key = (dist.name, key)
+        if cache_key not in self.entries:
+            found = None
+            for entry in dist.records:
+                if self.env.keys(os.path.join(dist.site, entry.path)) == key:
+                    found = entry
+                    break
+            self.entries[cache_key] = found
+        return self.entries[cache_key]
+
+    def matches(self, path: str, entry: RecordEntry) -> bool | None:
+        """Whether the bytes at `path` have `entry`'s hash; None when that cannot be told."""
+        if entry.hash_algorithm is None or entry.hash_digest is None:
+            return None
+        actual = self.digest(path, entry.hash_algorithm)
+        if actual is None:
+            return None
+        return actual == entry.hash_digest.rstrip("=")
+
+    def matching_owners(self, key: str) -> tuple[Distribution, ...]:
+        """Owners of a co-owned key whose RECORD hash matches the bytes there now."""
+        out = []
+        for dist in self.owners(key):
+            entry = self.entry(dist, key)
+            if entry is not None and self.matches(key, entry):
+                out.append(dist)
+        return tuple(out)
+
+    def owners(self, key: str) -> tuple[Distribution, ...]:
+        names = self.env.owners.get(key, ())
+        return tuple(d for d in self.env.distributions if d.name in names)
+
+
+# Digests by file identity and state: a plan classifies the same co-owned files for every
+# root of every simulated pass, and cuDNN's are gigabytes. A file changed in place has
+# another size or mtime and is hashed again.
+_DIGESTS: dict[tuple[str, str, int, int, int, int], str | None] = {}
+
+
+def _hash_file(path: str, algorithm: str, cache: ScanCache | None) -> str | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, algorithm, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    kind = f"digest:{algorithm}"
+    stored = cache.get_file(kind, st) if cache is not None else None
+    if stored:
+        digest: str | None = stored
+    else:
+        raw = digest_file(path, algorithm)
+        digest = None if raw is None else record_encode(raw)
+        if cache is not None and digest is not None:
+            cache.put_file(kind, st, digest)
+    _DIGESTS[key] = digest
+    return digest
+
+
+def _checked(dist: Distribution) -> Iterator[RecordEntry]:
+    """RECORD entries worth checking: with a hash, and not RECORD itself."""
+    record = os.path.normpath(os.path.join(dist.metadata_dir, "RECORD"))
+    for entry in dist.records:
+        if entry.hash_algorithm is None or entry.hash_digest is None:
+            continue
+        if entry.path.endswith("RECORD") and (
+            os.path.normpath(os.path.join(dist.site, entry.path)) == record
+        ):
+            continue
+        yield entry
+
+
+# -- co-owned paths and hollow distributions ------------------------------------------------
+
+
+def co_owned(env: Environment) -> tuple[CoOwned, ...]:
+    """Every path listed by more than one RECORD, with the owner whose bytes are on disk."""
+    ctx = Ownership(env)
+    by_name = {d.name: d for d in env.distributions}
+    out = []
+    for key in sorted(k for k, names in env.owners.items() if len(names) > 1):
+        owners = tuple(by_name[n] for n in env.owners[key] if n in by_name)
+        present = os.path.lexists(key)
+        matching = ctx.matching_owners(key) if present else ()
+        out.append(
+            CoOwned(
+                path=key,
+                owners=tuple((d.name, d.version) for d in owners),
+                effective_owner=matching[0].name if matching else None,
+                matching=tuple(d.name for d in matching),
+                present=present,
+            )
+        )
+    return tuple(out)
+
+
+def hollow(env: Environment) -> tuple[Hollow, ...]:
+    """Distributions with RECORD entries missing on disk, or of the wrong size (or hash).
+
+    Every entry is checked for existence and size; only co-owned paths are hashed, since
+    hashing a whole CUDA environment means reading gigabytes.
+    """
+    ctx = Ownership(env)
+    out = []
+    for dist in env.distributions:
+        meta = os.path.join(os.path.normpath(dist.metadata_dir), "")
+        missing = wrong = total = payload = payload_bad = 0
+        examples: list[str] = []
+        for entry in _checked(dist):
+            total += 1
+            path = os.path.join(dist.site, entry.path)
+            inside_meta = os.path.join(os.path.normpath(path), "").startswith(meta)
+            payload += not inside_meta
+            state = _state(ctx, dist, entry, path)
+            if state is None:
+                continue
+            if state == "missing":
+                missing += 1
+            else:
+                wrong += 1
+            payload_bad += not inside_meta
+            if len(examples) < _EXAMPLES:
+                examples.append(entry.path)
+        if missing or wrong:
+            out.append(
+                Hollow(
+                    name=dist.name,
+                    version=dist.version,
+                    missing=missing,
+                    wrong=wrong,
+                    total=total,
+                    examples=tuple(examples),
+                    emptied=payload > 0 and payload_bad == payload,
+                )
+            )
+    return tuple(out)
+
+
+def _state(ctx: Ownership, dist: Distribution, entry: RecordEntry, path: str) -> str | None:
+    """'missing', 'wrong', or None when the entry looks right."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return "wrong" if os.path.lexists(path) else "missing"  # a dangling link: wrong
+    if entry.size is not None and size != entry.size:
+        return "wrong"
+    key = ctx.env.keys(path)
+    if len(ctx.env.owners.get(key, ())) > 1 and ctx.matches(path, entry) is False:
+        return "wrong"
+    return None

@@ -1,0 +1,213 @@
+"""Options shared by several commands, each declared once, and the values they parse into."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import click
+
+from cudatx.errors import CudatxError
+from cudatx.uv import UvOptions
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _apply(command: F, decorators: list[Callable[[F], F]]) -> F:
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def python_option(command: F) -> F:
+    """--python, accepted by every subcommand."""
+    return click.option(
+        "--python",
+        "-p",
+        metavar="PATH",
+        default=None,
+        help="Interpreter or environment folder to inspect [default: as uv finds it: "
+        "VIRTUAL_ENV, CONDA_PREFIX, .venv here or above, then cudatx's own Python].",
+    )(command)
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta[f"cudatx.{param.name}"] = value
+    return value
+
+
+def target_options(command: F) -> F:
+    """--python, --ld-library-path, --no-cache and --no-progress, for the subcommands that
+    replay the loader. The last two reach the scan through the context (cli.app.scanned).
+
+    The target interpreter is asked about itself (a subprocess) as the command starts,
+    before the command imports the core: the two overlap, and the scan collects the answer.
+    """
+    run = command
+
+    @functools.wraps(run)
+    def started(*args: Any, **kwargs: Any) -> Any:
+        from cudatx.discover.target import start_query
+
+        meta = click.get_current_context().meta
+        try:
+            meta["cudatx.query"] = start_query(kwargs.get("python"))
+            meta["cudatx.query_for"] = kwargs.get("python")
+        except CudatxError:
+            pass  # said by the scan, if the command scans that interpreter at all
+        return run(*args, **kwargs)
+
+    flags = [
+        click.option(flag, is_flag=True, expose_value=False, callback=_remember, help=text)
+        for flag, text in (
+            ("--no-progress", "Draw no progress bar on stderr (one shows only on a terminal)."),
+            ("--no-cache", "Read every file afresh, and neither read nor write the scan cache."),
+        )
+    ]
+    return _apply(
+        cast(F, started),
+        [
+            python_option,
+            click.option(
+                "--ld-library-path",
+                metavar="PATH",
+                default=None,
+                help="LD_LIBRARY_PATH of the process that will load the libraries "
+                "[default: the current value; '' for none].",
+            ),
+            *flags,
+        ],
+    )
+
+
+def json_option(what: str) -> Callable[[F], F]:
+    return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
+
+
+@dataclass(frozen=True)
+class UvSource:
+    """Which uv, and where it finds wheels."""
+
+    uv: str | None
+    options: UvOptions
+
+
+def uv_options(command: F) -> F:
+    """--uv, --offline, --find-links, --index-url and --extra-index-url, passed on to every uv
+    that resolves, stages or installs; the command receives them as `source: UvSource`."""
+    run = command
+
+    @functools.wraps(run)
+    def parsed(
+        *args: Any,
+        uv: str | None,
+        offline: bool,
+        find_links: tuple[str, ...],
+        index_url: str | None,
+        extra_index_url: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
+        options = UvOptions(offline, find_links, index_url, extra_index_url)
+        return run(*args, source=UvSource(uv, options), **kwargs)
+
+    return _apply(
+        cast(F, parsed),
+        [
+            click.option("--offline", is_flag=True, help="Pass --offline to uv."),
+            click.option(
+                "--find-links",
+                metavar="DIR|URL",
+                multiple=True,
+                help="Passed to uv (where wheels are).",
+            ),
+            click.option("--index-url", "-i", metavar="URL", default=None, help="Passed to uv."),
+            click.option("--extra-index-url", metavar="URL", multiple=True, help="Passed to uv."),
+            click.option(
+                "--uv",
+                metavar="PATH",
+                default=None,
+                help="The uv binary [default: the uv package's].",
+            ),
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class ChangeRequest:
+    """How to carry out a change (remove, install, sync), as the command line asks."""
+
+    dry_run: bool
+    force: bool
+    yes: bool
+    ignore_running: bool
+    verify: str | None
+    repair: bool
+    check_requirements: bool
+    as_json: bool
+
+
+def change_options(command: F) -> F:
+    """The options of every command that changes an environment; the command receives them
+    as `request: ChangeRequest`."""
+    run = command
+
+    @functools.wraps(run)
+    def parsed(
+        *args: Any,
+        dry_run: bool,
+        force: bool,
+        yes: bool,
+        ignore_running: bool,
+        verify: str | None,
+        repair: bool,
+        no_requirements_check: bool,
+        as_json: bool,
+        **kwargs: Any,
+    ) -> Any:
+        request = ChangeRequest(
+            dry_run=dry_run,
+            force=force,
+            yes=yes,
+            ignore_running=ignore_running,
+            verify=verify,
+            repair=repair,
+            check_requirements=not no_requirements_check,
+            as_json=as_json,
+        )
+        return run(*args, request=request, **kwargs)
+
+    return _apply(
+        cast(F, parsed),
+        [
+            click.option(
+                "--dry-run", is_flag=True, help="Only say what would happen; change nothing."
+            ),
+            click.option("--force", is_flag=True, help="Apply even an unsafe plan."),
+            click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation."),
+            click.option(
+                "--ignore-running",
+                is_flag=True,
+                help="Apply even while processes map affected files.",
+            ),
+            click.option(
+                "--verify",
+                metavar="CMD",
+                default=None,
+                help="A command run in the environment after the change; failing rolls it back.",
+            ),
+            click.option(
+                "--repair",
+                is_flag=True,
+                help="After the change, reinstall (--no-deps, same version) the distributions "
+                "that listed the deleted shared paths too.",
+            ),
+            click.option(
+                "--no-requirements-check",
+                is_flag=True,
+                help="Leave unmet Requires-Dist out of the verdict.",
+            ),
+            json_option("the plan"),
+        ],
+    )

@@ -1,0 +1,164 @@
+"""The site walk: every shared library under the import path, and which are extension modules.
+
+An extension module is a load root: Python's import dlopens it (cudatx.scan replays that).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from pydantic import TypeAdapter
+
+from cudatx.models import PythonTarget
+from cudatx.paths import is_library_name
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
+
+Inits = Callable[[str], tuple[str, ...]]
+"""The `PyInit_*` names a file exports (its ELF dynamic strings; () if it is no ELF)."""
+
+
+def search_folders(target: PythonTarget) -> list[str]:
+    """Folders whose extension modules are roots: site folders and sys.path beyond stdlib."""
+    folders = [p for p in target.site_packages if os.path.isdir(p)]
+    stdlib = tuple(os.path.join(p, "") for p in target.stdlib)
+    for entry in target.sys_path:
+        if entry in folders or not os.path.isdir(entry):
+            continue
+        if os.path.join(entry, "").startswith(stdlib):
+            continue
+        folders.append(entry)
+    return folders
+
+
+_SKIPPED = (".dist-info", "__pycache__")
+
+
+class _Folder(NamedTuple):
+    path: str
+    state: str  # cudatx.cache.file_key's, joined
+    entries: tuple[tuple[str, bool], ...]  # (name, is a symlink) of *.so* names, in order
+
+
+_LISTING = TypeAdapter(tuple[_Folder, ...])
+
+
+def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[str]]]:
+    """(folder, names of *.so* files in it) for every folder below `top`, in os.walk's order.
+
+    A torch environment has 22,000 files in 1,100 folders. A folder's mtime and ctime change
+    whenever a name in it is added, removed or renamed, so the cache keeps the listing and a
+    warm run only looks at the folders: one stat each. Symlinks are asked again every time
+    (whether one points at a folder is not a fact of the folder holding it).
+    """
+    text = cache.get("walk", top, "") if cache is not None else None
+    if text is not None:
+        try:
+            listed = _LISTING.validate_json(text)
+        except ValueError:
+            assert cache is not None
+            cache.invalid()
+        else:
+            if all(_folder_state(f.path) == f.state for f in listed):
+                return [(f.path, _files(f)) for f in listed]
+    found = _walk_folders(top)
+    if cache is not None and all(f.state for f in found):
+        cache.put("walk", top, "", _LISTING.dump_json(found).decode())
+    return [(f.path, _files(f)) for f in found]
+
+
+def _files(folder: _Folder) -> list[str]:
+    return [
+        name
+        for name, link in folder.entries
+        if not link or not os.path.isdir(os.path.join(folder.path, name))
+    ]
+
+
+def _folder_state(path: str) -> str | None:
+    """The folder's state as the cache keys it; None if it is gone or too new to keep."""
+    from cudatx.cache import file_key, settled
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return ":".join(file_key(st)) if settled(st) else ""
+
+
+def _walk_folders(top: str) -> tuple[_Folder, ...]:
+    """os.walk(top), symlinked folders listed but not entered, metadata folders skipped."""
+    out: list[_Folder] = []
+
+    def visit(folder: str) -> None:
+        state = _folder_state(folder)  # before listing: a change after it shows next time
+        entries: list[tuple[str, bool]] = []
+        subfolders: list[str] = []
+        try:
+            with os.scandir(folder) as listing:
+                for entry in listing:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    link = entry.is_symlink()
+                    if is_dir and not link:
+                        if not entry.name.endswith(_SKIPPED):
+                            subfolders.append(entry.path)
+                    elif (link or not is_dir) and is_library_name(entry.name):
+                        entries.append((entry.name, link))
+        except OSError:
+            return  # os.walk passes over a folder it cannot list
+        out.append(_Folder(folder, state or "", tuple(entries)))
+        for sub in subfolders:
+            visit(sub)
+
+    visit(top)
+    return tuple(out)
+
+
+def walk(
+    folders: list[str], target: PythonTarget, inits: Inits, cache: ScanCache | None
+) -> tuple[list[str], dict[str, list[str]]]:
+    """(extension modules, file name -> paths of every *.so* file), in import order."""
+    roots: list[str] = []
+    libraries: dict[str, list[str]] = defaultdict(list)
+    seen: set[str] = set()
+    suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
+    for top in folders:
+        for folder, files in _library_files(top, cache):
+            for name in files:
+                path = os.path.join(folder, name)
+                key = os.path.realpath(path)
+                if key in seen:
+                    continue  # reachable from two sys.path entries: the first one imports it
+                seen.add(key)
+                libraries[name].append(path)
+                if _is_extension(name, inits(path), suffixes):
+                    roots.append(path)
+    return roots, libraries
+
+
+def _is_extension(name: str, inits: tuple[str, ...], suffixes: list[str]) -> bool:
+    """Whether Python would import a file called `name`, exporting `inits`, as a module."""
+    suffix = next((s for s in suffixes if name.endswith(s)), None)
+    if suffix is None:
+        return False
+    module = name[: -len(suffix)]
+    # Python imports a file only if it exports PyInit_<module>; `libfoo.so` in a package's
+    # lib folder matches the ".so" suffix but is a library, not a module.
+    return module.isidentifier() and f"PyInit_{module}" in inits
+
+
+def extension_roots(arriving: dict[str, str], target: PythonTarget, inits: Inits) -> list[str]:
+    """The extension modules among files a simulated install writes (target -> staged)."""
+    suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
+    return [
+        path
+        for path, real in sorted(arriving.items())
+        if _is_extension(os.path.basename(path), inits(real), suffixes)
+    ]

@@ -1,0 +1,273 @@
+"""The files the loader can see, probed once each.
+
+The loader never touches the disk itself: it asks a FileView. The planner later hands it a
+view in which a simulated change has happened.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from pydantic import TypeAdapter
+
+from cudatx.errors import ElfReadError
+from cudatx.models import ElfInfo, Frozen
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
+
+
+class Seen(Enum):
+    MISSING = "missing"
+    DENIED = "denied"  # open() fails with EACCES: glibc goes on searching
+    BAD = "bad"  # opens, but is no loadable ELF: glibc stops the search with an error
+    ELF = "elf"
+
+
+@dataclass(frozen=True)
+class Probe:
+    seen: Seen
+    info: ElfInfo | None = None
+    reason: str | None = None
+    file_id: tuple[int, int] | None = None  # (st_dev, st_ino), as glibc compares loaded files
+    inits: tuple[str, ...] = ()  # PyInit_* names of the dynamic string table (extensions)
+
+
+_MISSING = Probe(Seen.MISSING)
+_NAMES = TypeAdapter(tuple[str, ...])
+
+
+class FileView:
+    """Every file probed once; with a cache, each ELF object parsed once until it changes.
+
+    The ELF reader (cudatx.elf.reader) is imported only when a file has to be parsed.
+    """
+
+    def __init__(self, cache: ScanCache | None = None) -> None:
+        self.cache = cache
+        self._probes: dict[str, Probe] = {}
+        self._strings: dict[str, tuple[str, ...]] = {}
+        self._stats: dict[str, os.stat_result] = {}
+        self._folders: dict[str, bool] = {}
+        self._globbed: dict[str, list[str]] = {}
+
+    def probe(self, path: str) -> Probe:
+        cached = self._probes.get(path)
+        if cached is None:
+            cached = self._probes[path] = self._probe(path)
+        return cached
+
+    def inits(self, path: str) -> tuple[str, ...]:
+        """The `PyInit_*` names the file exports (cudatx.discover.sitewalk's question)."""
+        return self.probe(path).inits
+
+    def strings(self, path: str) -> tuple[str, ...]:
+        """Soname-shaped strings of the object's .rodata; () where it cannot be read."""
+        cached = self._strings.get(path)
+        if cached is None:
+            cached = self._strings[path] = self._read_strings(path)
+        return cached
+
+    def glob(self, pattern: str) -> list[str]:
+        """Python's glob, in its own (directory) order, as the package's code sees it."""
+        found = self._globbed.get(pattern)
+        if found is None:
+            found = self._globbed[pattern] = glob.glob(pattern)
+        return list(found)
+
+    def found(self) -> set[str]:
+        """Every path this view has answered exists (probed, read, or matched by a glob).
+
+        A change that deletes none of them, replayed on this view, asks the same questions
+        and gets the same answers (cudatx.planning.plan uses it)."""
+        out = {path for path, probe in self._probes.items() if probe.seen is not Seen.MISSING}
+        out.update(self._strings)
+        for matches in self._globbed.values():
+            out.update(matches)
+        return out
+
+    def is_folder(self, path: str) -> bool:
+        """Whether `path` is a folder (through symlinks). A change removes files, and a file
+        it removes is gone from its folder whether or not the folder stays: an overlay asks
+        its base."""
+        known = self._folders.get(path)
+        if known is None:
+            known = self._folders[path] = os.path.isdir(path)
+        return known
+
+    def _read_strings(self, path: str) -> tuple[str, ...]:
+        st = self._stats.get(path)
+        if st is None:
+            try:
+                st = os.stat(path)
+            except (OSError, ValueError):
+                return ()
+        if self.cache is not None:
+            text = self.cache.get_file("rodata", st)
+            if text is not None:
+                try:
+                    return _NAMES.validate_json(text)
+                except ValueError:
+                    self.cache.invalid()
+        from cudatx.elf.reader import rodata_sonames
+
+        try:
+            found = rodata_sonames(path)
+        except ElfReadError as exc:
+            if exc.io:
+                return ()
+            found = ()
+        if self.cache is not None:
+            self.cache.put_file("rodata", st, _NAMES.dump_json(found).decode())
+        return found
+
+    def real(self, path: str) -> str:
+        """The file that holds the bytes `path` would have: itself, unless a simulated
+        install puts a staged file there."""
+        return path
+
+    def _probe(self, path: str) -> Probe:
+        try:
+            st = os.stat(path)
+        except PermissionError:
+            return Probe(Seen.DENIED, reason="permission denied")
+        except (OSError, ValueError):
+            return _MISSING
+        file_id = (st.st_dev, st.st_ino)
+        if stat.S_ISDIR(st.st_mode):
+            # open(2) succeeds on a folder and read(2) fails: glibc reports
+            # "cannot read file data" and gives up (elf/dl-load.c open_verify).
+            return Probe(Seen.BAD, reason="cannot read file data", file_id=file_id)
+        self._stats[path] = st
+        if self.cache is not None:
+            text = self.cache.get_file("elf", st)
+            if text is not None:
+                probe = _from_stored(text, path, file_id)
+                if probe is not None:
+                    return probe
+                self.cache.invalid()
+        from cudatx.elf.reader import read_object
+
+        try:
+            info, inits = read_object(path)
+        except ElfReadError as exc:
+            seen = Seen.DENIED if exc.reason == "permission denied" else Seen.BAD
+            if self.cache is not None and not exc.io:
+                self.cache.put_file("elf", st, _Stored(bad=exc.reason).model_dump_json())
+            return Probe(seen, reason=exc.reason, file_id=file_id)
+        if self.cache is not None:
+            fact = _Stored(info=info.model_copy(update={"path": ""}), inits=inits)
+            self.cache.put_file("elf", st, fact.model_dump_json())
+        return Probe(Seen.ELF, info=info, file_id=file_id, inits=inits)
+
+
+class _Stored(Frozen):
+    """What the scan cache keeps of one file's probe: its ElfInfo (path left empty: hard links
+    share the entry) and PyInit names, or why it is no loadable ELF object."""
+
+    info: ElfInfo | None = None
+    inits: tuple[str, ...] = ()
+    bad: str | None = None
+
+
+def _from_stored(text: str, path: str, file_id: tuple[int, int]) -> Probe | None:
+    """A probe from what the cache holds; None when it holds something else."""
+    try:
+        stored = _Stored.model_validate_json(text)
+    except ValueError:  # pydantic's ValidationError is a ValueError
+        return None
+    if stored.bad is not None:
+        return Probe(Seen.BAD, reason=stored.bad, file_id=file_id)
+    if stored.info is None:
+        return None
+    info = stored.info.model_copy(update={"path": path})
+    return Probe(Seen.ELF, info=info, file_id=file_id, inits=stored.inits)
+
+
+class OverlayView(FileView):
+    """The files as they would be after a change: `gone` paths (keys) are missing, and
+    `arriving` paths (keys) hold the bytes of a staged file (a simulated install).
+
+    Shares the probes of the view it overlays, so a simulation parses no ELF twice. A path
+    is gone when its own key is, or when it is a symlink whose target's key is: deleting
+    the target leaves the link dangling. An arriving path is probed at its staged file, so
+    its ELF facts are the new bytes', while the loader keeps the target path (and its
+    $ORIGIN).
+    """
+
+    def __init__(
+        self,
+        base: FileView,
+        gone: frozenset[str],
+        key: Callable[[str], str],
+        arriving: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(base.cache)
+        self._base = base
+        self._gone = gone
+        self._key = key
+        self._arriving = arriving or {}
+        # Folders an install creates: every parent of an arriving file.
+        self._new_folders = {os.path.dirname(k) for k in self._arriving}
+        self._verdicts: dict[str, bool] = {}
+
+    def _is_gone(self, path: str) -> bool:
+        verdict = self._verdicts.get(path)
+        if verdict is None:
+            verdict = self._key(path) in self._gone or (
+                os.path.islink(path) and self._key(os.path.realpath(path)) in self._gone
+            )
+            self._verdicts[path] = verdict
+        return verdict
+
+    def _staged(self, path: str) -> str | None:
+        """The staged file a simulated install puts at `path`, if any."""
+        return self._arriving.get(self._key(path)) if self._arriving else None
+
+    def real(self, path: str) -> str:
+        staged = self._staged(path)
+        return staged if staged is not None else self._base.real(path)
+
+    def probe(self, path: str) -> Probe:
+        staged = self._staged(path)
+        if staged is not None:
+            return self._base.probe(staged)
+        return _MISSING if self._is_gone(path) else self._base.probe(path)
+
+    def strings(self, path: str) -> tuple[str, ...]:
+        staged = self._staged(path)
+        if staged is not None:
+            return self._base.strings(staged)
+        return () if self._is_gone(path) else self._base.strings(path)
+
+    def is_folder(self, path: str) -> bool:
+        if self._new_folders and self._key(os.path.join(path, "x"))[:-2] in self._new_folders:
+            return True
+        return self._base.is_folder(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        found = [p for p in self._base.glob(pattern) if not self._is_gone(p)]
+        if self._arriving:
+            # New files come after the ones there now: directory order after an install
+            # cannot be known beforehand, and torch takes the first match.
+            have = {self._key(p) for p in found}
+            folder = os.path.dirname(self._key(os.path.join(os.path.dirname(pattern), "x")))
+            found += sorted(
+                k
+                for k in self._arriving
+                if k not in have
+                and os.path.dirname(k) == folder
+                and fnmatch.fnmatchcase(os.path.basename(k), os.path.basename(pattern))
+            )
+        return found
+
+    def gone(self, path: str) -> bool:
+        """Whether the change deleted `path` (or, for a symlink, what it points at)."""
+        return self._is_gone(path)

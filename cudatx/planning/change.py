@@ -1,0 +1,100 @@
+"""A proposed change, planned: what the planner hands the transaction.
+
+`remove` selects installed distributions; `install` and `sync` ask uv's dry run what would
+leave and arrive, stage the arrivals, and simulate with their bytes. Either way the result
+is one :class:`Proposal`: the plan (what it would break) and the :class:`Change` that
+carries it out.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cudatx.environment import Environment
+from cudatx.errors import NotInEnvironment
+from cudatx.models import Distribution
+from cudatx.planning.models import Plan
+from cudatx.planning.plan import plan_change
+from cudatx.planning.selection import select
+from cudatx.planning.stage import ask_uv, stage
+from cudatx.uv import UvFailed
+
+
+@dataclass(frozen=True)
+class Change:
+    """What uv will be asked to do, in this order: uninstall, install, reinstall."""
+
+    removing: tuple[Distribution, ...]  # installed distributions uv uninstalls
+    # (distribution as staged, its uv spec): the site is the (deleted) staging folder; the
+    # spec pins exactly what the dry run chose, for the install that applies the plan
+    installing: tuple[tuple[Distribution, str], ...] = ()
+    reinstalling: tuple[Distribution, ...] = ()  # installed, reinstalled --no-deps (repair)
+
+    @property
+    def staged(self) -> tuple[Distribution, ...]:
+        return tuple(dist for dist, _ in self.installing)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    plan: Plan
+    change: Change
+
+
+def _with_repairs(env: Environment, plan: Plan, change: Change) -> Proposal:
+    """The plan's reinstalls (with --repair), as the installed distributions they are."""
+    names = {p.name for p in plan.reinstall}
+    reinstalling = tuple(d for d in env.distributions if d.name in names)
+    return Proposal(plan, Change(change.removing, change.installing, reinstalling))
+
+
+def propose_removal(
+    env: Environment,
+    specs: tuple[str, ...],
+    requirement_files: tuple[str, ...],
+    *,
+    repair: bool,
+    check_requirements: bool,
+) -> Proposal:
+    """Plan removing what SPECs and -r files name (cudatx.planning.selection)."""
+    chosen = select(env, specs, requirement_files)
+    plan = plan_change(env, chosen, (), repair=repair, check_requirements=check_requirements)
+    return _with_repairs(env, plan, Change(chosen))
+
+
+def propose(
+    env: Environment,
+    uv: str,
+    command: str,
+    args: Sequence[str],
+    uv_options: Sequence[str],
+    *,
+    repair: bool,
+    check_requirements: bool,
+) -> Proposal:
+    """Plan `uv pip COMMAND ARGS` (install or sync) for `env`, changing nothing in it."""
+    asked = ask_uv(uv, env.target.prefix, command, [*uv_options, *args])
+    removing = []
+    for name, version in asked.leaving:
+        dist = env.distribution(name)
+        if dist is None:
+            raise NotInEnvironment(f"uv would uninstall {name}=={version}, which is not installed")
+        removing.append(dist)
+    with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
+        site = env.target.install_site
+        installing = stage(uv, env.target.prefix, site, asked.arriving, folder, uv_options)
+        missing = {a.name for a in asked.arriving} - {d.name for d in installing}
+        if missing:
+            raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")
+        plan = plan_change(
+            env,
+            tuple(removing),
+            installing,
+            repair=repair,
+            check_requirements=check_requirements,
+        )
+    specs = {a.name: a.spec for a in asked.arriving}
+    change = Change(tuple(removing), tuple((d, specs[d.name]) for d in installing))
+    return _with_repairs(env, plan, change)

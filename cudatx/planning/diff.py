@@ -1,0 +1,266 @@
+"""A plan is a diff: every edge resolved before and after the simulated change.
+
+Edges satisfied before and not after are broken; edges whose provider changes (another
+file, or other bytes at the same path) are rebound; a rebinding that leaves torch resolving
+a library built for another CUDA major is a break too; Requires-Dist that stop being met
+are broken requirements. What was already broken before is reported apart and never makes
+a plan unsafe.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Set
+
+from cudatx.analysis.cuda import cuda_major_of_file, mixed_majors
+from cudatx.environment import Environment
+from cudatx.models import Distribution, Evidence, Resolution
+from cudatx.paths import soname_stem
+from cudatx.planning.models import (
+    MET,
+    Broken,
+    BrokenRoot,
+    NameVersion,
+    Plan,
+    Preexisting,
+    Rebound,
+    name_version,
+)
+from cudatx.planning.requirements import requirements_diff
+from cudatx.planning.simulate import arrivals, record_keys
+
+
+def _edges(env: Environment) -> dict[tuple[str, str, str, Evidence], Resolution]:
+    """Every need of every root, keyed the same way before and after a change."""
+    out: dict[tuple[str, str, str, Evidence], Resolution] = {}
+    for load in env.loads:
+        for r in load.resolutions:
+            name = env.keys(r.name) if "/" in r.name else r.name
+            out.setdefault((env.keys(load.root), env.keys(r.needed_by), name, r.evidence), r)
+    return out
+
+
+def _owner_names(env: Environment, path: str | None) -> tuple[str, ...]:
+    return tuple(d.name for d in env.owners_of(path)) if path else ()
+
+
+def _dist_of(env: Environment, path: str, arriving: set[str] | None = None) -> str | None:
+    """The first owner of `path`; an arriving one if the simulated install writes it."""
+    owners = _owner_names(env, path)
+    if arriving and env.view.real(path) != path:
+        owners = tuple(n for n in owners if n in arriving) or owners
+    return owners[0] if owners else None
+
+
+def _reason(env: Environment, before: Resolution, after: Resolution, removed: set[str]) -> str:
+    owners = _owner_names(env, before.path)
+    deleting = [o for o in owners if o in removed]
+    staying = [o for o in owners if o not in removed]
+    if deleting and staying:
+        stay = ", ".join(staying)
+        return (
+            f"deleted with {', '.join(deleting)}; {stay}'s RECORD lists the same path "
+            f"(shared path), so {stay} would be left hollow"
+        )
+    if deleting:
+        return f"deleted with {', '.join(deleting)}"
+    return f"no longer found: {after.detail or after.status.value}"
+
+
+def diff(
+    env: Environment,
+    after: Environment,
+    removing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    check_requirements: bool,
+    installing: tuple[Distribution, ...] = (),
+) -> Plan:
+    arriving = {d.name for d in installing}
+    written = arrivals(env, installing).keys()
+    removed = {d.name for d in removing} - {d.name for d in reinstalling} - arriving
+    old = _edges(env)
+    new = old if after.loads is env.loads else _edges(after)  # not replayed: the same
+    # An import that already failed cannot be broken by the plan: its needs are not blamed.
+    failed_before = {env.keys(ld.root) for ld in env.loads if not ld.ok}
+    broken: dict[tuple[str, str, Evidence], tuple[Broken, list[str]]] = {}
+    rebound: dict[tuple[str, str, Evidence], Rebound] = {}
+    preexisting: dict[str, Preexisting] = {}
+    for key, b in old.items():
+        root, needer, name, evidence = key
+        a = new.get(key)
+        if b.status not in MET:
+            what = f"{b.name} {b.status.value} for {needer}"
+            preexisting.setdefault(what, Preexisting(kind="edge", what=what))
+            continue
+        if root in failed_before:
+            continue
+        if a is None:
+            continue  # its needer is gone, or not loaded since something above it broke
+        group = (needer, name, evidence)
+        if a.status not in MET:
+            if group not in broken:
+                broken[group] = (
+                    Broken(
+                        soname=os.path.basename(b.name),
+                        needed_by=b.needed_by,
+                        needed_by_dist=_dist_of(env, b.needed_by),
+                        evidence=evidence,
+                        provider=b.path,
+                        provider_owners=_owner_names(env, b.path),
+                        reason=_reason(env, b, a, removed),
+                        roots=(),
+                    ),
+                    [],
+                )
+            broken[group][1].append(root)
+        elif a.path and b.path and group not in rebound:
+            same = env.keys(a.path) == env.keys(b.path)
+            replaced = same and after.view.real(a.path) != a.path
+            if same and not replaced:
+                continue
+            info = after.view.probe(a.path).info
+            major = cuda_major_of_file(after, a.path, info)
+            owners = _owner_names(after, a.path)
+            if replaced:  # other bytes at the same path: they are the arriving owner's
+                owners = tuple(n for n in owners if n in arriving) or owners
+            rebound[group] = Rebound(
+                soname=os.path.basename(b.name),
+                needed_by=b.needed_by,
+                needed_by_dist=_dist_of(env, b.needed_by),
+                evidence=evidence,
+                provider_before=b.path,
+                provider_after=a.path,
+                provider_after_owners=owners,
+                cuda_major_after=major.major if major else None,
+            )
+    # A need that did not exist before and fails now is broken, unless the same object
+    # already failed the same library of another version (libnvrtc.so.13 before, .12 after:
+    # a rebuilt cuDNN asks for its own CUDA major; nothing was lost).
+    # Likewise a versionless .rodata name ("libcudnn.so") that a loaded libcudnn.so.9 used to
+    # answer fails now only because that library broke, which is already reported.
+    failing_stems = {
+        (k[0], k[1], soname_stem(k[2]), k[3]) for k, r in old.items() if r.status not in MET
+    }
+    broken_stems = {soname_stem(b.soname) for b, _ in broken.values()}
+    for key, a in new.items():
+        if key not in old and a.status not in MET:
+            root, needer, name, evidence = key
+            if (
+                root in failed_before
+                or (root, needer, soname_stem(name), evidence) in failing_stems
+            ):
+                continue
+            if evidence is Evidence.DLOPEN_STRING and soname_stem(name) in broken_stems:
+                continue
+            group = (needer, name, evidence)
+            entry = broken.setdefault(
+                group,
+                (
+                    Broken(
+                        soname=os.path.basename(a.name),
+                        needed_by=a.needed_by,
+                        needed_by_dist=_dist_of(after, a.needed_by, arriving),
+                        evidence=evidence,
+                        provider=None,
+                        provider_owners=(),
+                        reason=f"a new need after rebinding: {a.detail or a.status.value}",
+                        roots=(),
+                    ),
+                    [],
+                ),
+            )
+            entry[1].append(root)
+    roots_before = {env.keys(ld.root): ld for ld in env.loads}
+    broken_roots = []
+    for load in after.loads:
+        was = roots_before.get(env.keys(load.root))
+        if was is None:
+            continue
+        if not was.ok:
+            what = f"import of {load.root} already fails"
+            preexisting.setdefault(what, Preexisting(kind="root", what=what))
+            continue
+        if not load.ok:
+            first = next(
+                (
+                    r
+                    for r in load.resolutions
+                    if r.status not in MET and r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
+                ),
+                None,
+            )
+            broken_roots.append(
+                BrokenRoot(
+                    root=load.root,
+                    dist=_dist_of(env, load.root),
+                    first_missing=os.path.basename(first.name) if first else "a preload",
+                )
+            )
+    requirements, unmet_before = requirements_diff(env, after)
+    for what in unmet_before:
+        preexisting.setdefault(what, Preexisting(kind="requirement", what=what))
+    if not check_requirements:
+        requirements = []
+    edges = tuple(
+        b.model_copy(update={"roots": tuple(sorted(set(roots)))}) for b, roots in broken.values()
+    )
+    mixed_before = {(m.soname, env.keys(m.needed_by)) for m in mixed_majors(env)}
+    mixed = tuple(
+        m for m in mixed_majors(after) if (m.soname, env.keys(m.needed_by)) not in mixed_before
+    )
+    safe = not edges and not broken_roots and not requirements and not mixed
+    return Plan(
+        left_hollow=_left_hollow(env, removing, reinstalling, written),
+        overwritten=_overwritten(env, after, removing, installing, written),
+        mixed=mixed,
+        prefix=env.target.prefix,
+        safe=safe,
+        remove=tuple(name_version(d) for d in removing),
+        reinstall=tuple(name_version(d) for d in reinstalling),
+        install=tuple(name_version(d) for d in installing),
+        broken=edges,
+        broken_roots=tuple(broken_roots),
+        rebound=tuple(rebound.values()),
+        requirements_broken=tuple(requirements),
+        requirements_checked=check_requirements,
+        preexisting=tuple(preexisting.values()),
+        repair=None,
+        notes=(),
+    )
+
+
+def _left_hollow(
+    env: Environment,
+    removing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    written: Set[str],
+) -> tuple[NameVersion, ...]:
+    """Distributions that stay though the change deletes paths their RECORD lists too
+    (`written`: the keys of paths the change installs files at)."""
+    deleted = set().union(*(record_keys(env, d) for d in removing)) - set().union(
+        *(record_keys(env, d) for d in reinstalling)
+    )
+    deleted -= written
+    gone = {d.name for d in (*removing, *reinstalling)}
+    names = {n for key in deleted for n in env.owners.get(key, ()) if n not in gone}
+    return tuple(name_version(d) for d in env.distributions if d.name in names)
+
+
+def _overwritten(
+    env: Environment,
+    after: Environment,
+    removing: tuple[Distribution, ...],
+    installing: tuple[Distribution, ...],
+    written: Set[str],
+) -> tuple[NameVersion, ...]:
+    """Distributions that stay while arriving files replace bytes their RECORD lists."""
+    leaving = {d.name for d in removing}
+    arriving = {d.name for d in installing}
+    names = {
+        n
+        for key in written
+        for n in env.owners.get(key, ())
+        if n not in leaving and n not in arriving
+    }
+    staying = {d.name for d in after.distributions}
+    return tuple(name_version(d) for d in env.distributions if d.name in names & staying)

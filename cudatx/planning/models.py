@@ -1,0 +1,86 @@
+"""What a plan says: the frozen models of `cudatx remove|install|sync --dry-run --json`.
+
+Their JSON is a documented contract (README.md, "The plan as JSON").
+"""
+
+from __future__ import annotations
+
+from cudatx.analysis.cuda import Mixed
+from cudatx.models import Distribution, Evidence, Frozen, Status
+
+SCHEMA_VERSION = 1
+MET = (Status.RESOLVED, Status.SYSTEM)  # the statuses of a need that is met
+
+
+class NameVersion(Frozen):
+    name: str
+    version: str
+
+
+class Broken(Frozen):
+    soname: str
+    needed_by: str
+    needed_by_dist: str | None
+    evidence: Evidence
+    provider: str | None  # the file that met the need before
+    provider_owners: tuple[str, ...]
+    reason: str
+    roots: tuple[str, ...]
+
+
+class BrokenRoot(Frozen):
+    root: str
+    dist: str | None
+    first_missing: str
+
+
+class Rebound(Frozen):
+    soname: str
+    needed_by: str
+    needed_by_dist: str | None
+    evidence: Evidence
+    provider_before: str
+    provider_after: str
+    provider_after_owners: tuple[str, ...]
+    cuda_major_after: int | None
+
+
+class RequirementBroken(Frozen):
+    dist: str
+    requirement: str
+
+
+class Preexisting(Frozen):
+    kind: str  # "edge", "root" or "requirement"
+    what: str
+
+
+class Repair(Frozen):
+    reinstall: tuple[NameVersion, ...]
+    safe: bool
+
+
+class Plan(Frozen):
+    schema_version: int = SCHEMA_VERSION
+    prefix: str
+    safe: bool
+    remove: tuple[NameVersion, ...]
+    reinstall: tuple[NameVersion, ...]
+    install: tuple[NameVersion, ...] = ()  # arriving (new, or the new version of an upgrade)
+    broken: tuple[Broken, ...]
+    broken_roots: tuple[BrokenRoot, ...]
+    rebound: tuple[Rebound, ...]
+    requirements_broken: tuple[RequirementBroken, ...]
+    requirements_checked: bool
+    left_hollow: tuple[NameVersion, ...]  # stay, but lose files their RECORD lists (shared paths)
+    # stay, but arriving files replace bytes their RECORD lists (shared paths): the path's
+    # effective owner changes
+    overwritten: tuple[NameVersion, ...] = ()
+    mixed: tuple[Mixed, ...] = ()  # torch would resolve a library built for another CUDA major
+    preexisting: tuple[Preexisting, ...]
+    repair: Repair | None  # a repair that would help, when the plan does not include it
+    notes: tuple[str, ...]
+
+
+def name_version(dist: Distribution) -> NameVersion:
+    return NameVersion(name=dist.name, version=dist.version)

@@ -1,0 +1,172 @@
+"""Carry out a planned change: lock -> live-process check -> snapshot -> apply through uv ->
+verify -> commit, or roll back.
+
+Every step is written to the transaction's journal (cudatx.txn.journal) before the next
+begins. The snapshot keeps the bytes of every file the change deletes or overwrites;
+rollback (cudatx.txn.rollback) puts them back and needs no network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cudatx.digest import sha256_hex
+from cudatx.discover.dists import reinstall_spec
+from cudatx.environment import Environment
+from cudatx.errors import CudatxError, InUse, Refused, RolledBack, StoreError
+from cudatx.planning.change import Change, Proposal
+from cudatx.planning.models import Plan
+from cudatx.planning.simulate import arriving_files
+from cudatx.txn import confine, running, snapshot
+from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
+from cudatx.txn.rollback import refuse_if_interrupted, restore
+from cudatx.txn.store import Store
+from cudatx.txn.touched import created_folders, files_of
+from cudatx.txn.verify import run_verify, verify
+from cudatx.uv import UvOptions, find_uv, pip_argv, run_uv
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    uv: str | None = None  # the uv binary; None: the uv package's
+    uv_options: UvOptions = field(default_factory=UvOptions)
+    verify: str | None = None  # a command run in the environment after the change
+    ignore_running: bool = False
+    force: bool = False  # apply even an unsafe plan
+    command: str = ""  # the cudatx command line, for the journal
+
+
+def refuse_unsafe(plan: Plan, *, force: bool) -> None:
+    if not plan.safe and not force:
+        raise Refused(
+            "refusing to apply an unsafe plan (see 'Would break' above); --force to apply it "
+            "anyway, --repair to restore what co-owners lose"
+        )
+
+
+def _check_running(paths: list[str], options: ApplyOptions) -> None:
+    if options.ignore_running:
+        return  # not even a scan: /proc may be unreadable where the user knows better
+    report = running.processes_using(paths)
+    if report.clear:
+        return
+    parts = []
+    for h in report.holders:
+        files = ", ".join(os.path.basename(f) for f in h.files[:3])
+        parts.append(f"pid {h.pid} ({h.user}: {h.command[:60]}) maps {files}")
+    parts += [f"pid {u.pid} ({u.user or '?'}): maps unreadable, {u.reason}" for u in report.unknown]
+    raise InUse(
+        "running processes use files this change would delete or overwrite: "
+        + "; ".join(parts)
+        + " (stop them, or pass --ignore-running)"
+    )
+
+
+def apply_change(
+    env: Environment,
+    proposal: Proposal,
+    options: ApplyOptions,
+    rescan: Callable[[], Environment],
+) -> str:
+    """Carry out a planned change; returns the transaction id. Rolls back on any failure."""
+    plan, change = proposal.plan, proposal.change
+    refuse_unsafe(plan, force=options.force)
+    store = Store(env.target.prefix)
+    uv = find_uv(options.uv)
+    with store.lock():
+        refuse_if_interrupted(store)
+        arriving = {
+            os.path.normpath(p) for p in arriving_files(env.target.install_site, change.staged)
+        }
+        leaving = (*change.removing, *change.reinstalling)
+        touched = sorted({p for d in leaving for p in files_of(d)} | arriving)
+        _check_running(touched, options)
+        txn = store.new_id()
+        journal = JournalWriter(
+            store,
+            Journal(
+                id=txn,
+                command=options.command,
+                prefix=env.target.prefix,
+                sites=env.target.site_packages,
+                created=now(),
+                remove=tuple(map(Package.of, change.removing)),
+                install=tuple(map(Package.of, change.staged)),
+                reinstall=tuple(map(Package.of, change.reinstalling)),
+                created_folders=tuple(created_folders(arriving, env.target.prefix)),
+                plan=plan.model_dump(mode="json"),
+                state=State.STARTED,
+            ),
+        )
+        journal.step(State.STARTED)
+        installed = tuple(
+            {"name": d.name, "version": d.version, "direct_url": d.direct_url}
+            for d in env.distributions
+        )
+        folders = [d.metadata_dir for d in leaving]
+        try:
+            _, outside = snapshot.take(
+                store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
+            )
+        except Exception:
+            # Nothing was changed yet (uv runs only after the snapshot): not interrupted. On a
+            # full disk even this may fail; the snapshot's own error is the one to report
+            # (and a later run finds no snapshot to restore: rollback completes at once).
+            with contextlib.suppress(StoreError):
+                journal.step(State.ROLLED_BACK, error="the snapshot could not be written")
+            raise
+        journal.step(State.SNAPSHOTTED, outside=sorted(outside))
+        try:
+            # uv deletes what a RECORD lists, through symlinks too: entries that lead out of
+            # the environment go from the RECORDs first (the snapshot holds the originals).
+            withheld = confine.withhold(leaving, env.target.prefix)
+            journal.record(withheld=withheld)
+            _run_uv(journal, uv, env.target.prefix, change, options.uv_options)
+            verify(plan, change, env, rescan())
+            if options.verify:
+                run_verify(options.verify, env.target.prefix)
+        except CudatxError as exc:
+            _roll_back(journal, exc.message)
+            raise RolledBack(f"{exc.message}; the environment was rolled back ({txn})") from None
+        except Exception as exc:
+            # A bug of cudatx's own: the environment still goes back, and the bug is reported
+            # as one (exit 70), not as a failure of the change.
+            _roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
+            raise
+        journal.step(State.VERIFIED)
+        kept = set(touched) - set(outside)  # what lies outside is none of rollback's business
+        journal.step(State.COMMITTED, after={p: sha256_hex(p) for p in sorted(kept)})
+        return txn
+
+
+def _roll_back(journal: JournalWriter, error: str) -> None:
+    journal.step(State.ROLLING_BACK, error=error)
+    restore(journal.store, journal.journal)
+    journal.step(State.ROLLED_BACK)
+
+
+def _run_uv(
+    journal: JournalWriter, uv: str, prefix: str, change: Change, options: UvOptions
+) -> None:
+    if change.removing:
+        journal.step(State.UNINSTALLING)
+        run_uv(uv, [*pip_argv("uninstall", prefix), *(d.name for d in change.removing)])
+        journal.step(State.UNINSTALLED)
+    if change.installing:
+        # Exactly what the dry run chose and the plan simulated: pinned, --no-deps.
+        journal.step(State.INSTALLING)
+        specs = [spec for _, spec in change.installing]
+        run_uv(uv, [*pip_argv("install", prefix, "--no-deps", options=options), *specs])
+        journal.step(State.INSTALLED)
+    if not change.reinstalling:
+        return
+    journal.step(State.REINSTALLING)
+    for dist in change.reinstalling:
+        argv = pip_argv(
+            "install", prefix, "--no-deps", "--reinstall-package", dist.name, options=options
+        )
+        run_uv(uv, [*argv, reinstall_spec(dist)])
+    journal.step(State.REINSTALLED)

@@ -1,0 +1,76 @@
+"""Before uv uninstalls: RECORD entries that lead out of the environment are taken out.
+
+uninstalling deletes what the RECORD lists: uv 0.13 skips entries naming `../../x` or an
+absolute path with a warning ("escapes the Python environment") but deletes one that leads
+out through a symlink inside the environment, and older installers skip none. So before uv
+runs, cudatx takes such entries (cudatx.discover.confinement) out of the RECORD of every
+distribution uv will uninstall (or reinstall, which uninstalls first); the snapshot, taken
+before, holds the original RECORD, which rollback puts back.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from cudatx.discover.confinement import entry_inside, listing
+from cudatx.discover.dists import record_rows
+from cudatx.errors import StoreError
+from cudatx.models import Distribution
+from cudatx.txn.store import atomic_write
+
+
+def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
+    """Rewrite each distribution's RECORD (installed-files.txt for an egg-info) without the
+    entries that lead out of the environment, and without rows csv cannot read (another
+    reader may read them otherwise); returns the entries taken out, as `name: entry`.
+
+    The RECORD is read again here, under the transaction's lock, not taken from the scan. It
+    is replaced by rename (atomic_write), never written in place: the snapshot may hold a hard
+    link to the original's inode, which must keep the original bytes for rollback.
+    """
+    real_prefix = os.path.realpath(prefix)
+    withheld: list[str] = []
+    for dist in dists:
+        listing_path, base = listing(dist)
+        try:
+            fd = os.open(listing_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open(fd, encoding="utf-8", errors="surrogateescape", newline="") as handle:
+                text = handle.read()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreError(
+                f"cannot read {listing_path}: {exc.strerror}", path=listing_path
+            ) from None
+        if dist.kind == "egg-info":
+            rows: list[list[str] | csv.Error] = [[ln] for ln in text.splitlines() if ln.strip()]
+        else:
+            rows = [row for _, row in record_rows(text)]
+        kept: list[list[str]] = []
+        dropped: list[str] = []
+        for row in rows:
+            if isinstance(row, csv.Error):
+                dropped.append(f"(unreadable row: {row})")
+            elif row and row[0] and not entry_inside(base, row[0], real_prefix):
+                dropped.append(row[0])
+            else:
+                kept.append(row)
+        if not dropped:
+            continue
+        out = io.StringIO(newline="")
+        if dist.kind == "egg-info":
+            out.writelines(row[0] + "\n" for row in kept)
+        else:
+            csv.writer(out, lineterminator="\n").writerows(kept)
+        try:
+            atomic_write(Path(listing_path), out.getvalue().encode("utf-8", "surrogateescape"))
+        except OSError as exc:
+            raise StoreError(
+                f"cannot rewrite {listing_path}: {exc.strerror}", path=listing_path
+            ) from None
+        withheld += [f"{dist.name}: {entry}" for entry in dropped]
+    return withheld

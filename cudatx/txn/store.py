@@ -1,0 +1,276 @@
+"""The transaction store inside the environment: `<prefix>/.cudatx/`.
+
+It lives inside the environment on purpose: the snapshot's hard links and every rename the
+store does must stay on the filesystem of the files they protect, because POSIX rename(2) is
+atomic only within one filesystem (across filesystems it fails with EXDEV). Layout:
+
+    <prefix>/.cudatx/                 0700
+        lock                          flock(2) target; holds the holder's pid (never deleted)
+        transactions/                 0700
+            <id>/                     0700
+                journal.json          rewritten whole with atomic_write at every step
+                snapshot/             see cudatx.txn.snapshot
+
+Nothing here prints or exits; failures are StoreError or Busy (cudatx.errors).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import errno
+import fcntl
+import json
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cudatx.errors import Busy, StoreError
+
+if TYPE_CHECKING:
+    from cudatx.txn.journal import Journal
+
+STORE_DIR = ".cudatx"
+TRANSACTIONS = "transactions"
+JOURNAL = "journal.json"
+LOCK = "lock"
+
+_PRIVATE = 0o700  # the store holds copies of every file a change touches: its owner's only
+
+
+def fsync_dir(path: Path | str) -> None:
+    """Make the names in a folder durable.
+
+    fsync(2) on a file does not persist the directory entry naming it: after creating,
+    renaming or removing an entry, POSIX requires an fsync of the folder itself before the
+    change is known to survive a crash (Linux ext4/xfs honour this; without it a power loss
+    can bring back the old name).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_private_dir(path: Path) -> bool:
+    """Create `path` (one level) with mode 0700 unless it is there; True if it was created.
+
+    mkdir(2) never follows a symlink in the last component (it fails with EEXIST), and the
+    lstat check below refuses a symlink planted where a store folder should be, so writes
+    into the store cannot be redirected elsewhere.
+    """
+    created = False
+    try:
+        os.mkdir(path, _PRIVATE)
+        created = True
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise StoreError(f"cannot create {path}: {exc.strerror}", path=str(path)) from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"{path} should be a folder of the cudatx store", path=str(path))
+    if created:
+        # The umask can only remove bits, but set the mode exactly so a permissive ACL default
+        # or an odd umask never leaves the store readable by others.
+        os.chmod(path, _PRIVATE)
+        fsync_dir(path.parent)
+    return created
+
+
+def write_and_sync(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (os.write may write less), fsync it, and close it."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: a crash leaves the old content or the new, never a mix.
+
+    The bytes go to a temporary file in the same folder, are fsync'ed, and then rename(2)
+    (os.replace) swaps the name over: POSIX guarantees that rename atomically replaces the
+    target, so every reader sees either the old file or the new one. The folder is fsync'ed
+    last so the rename itself survives a power loss. A symlink at `path` is replaced, not
+    written through (rename acts on the name). The new file has mode 0600 (mkstemp).
+    """
+    folder = path.parent
+    fd, tmp = tempfile.mkstemp(prefix=".cudatx-", suffix=".tmp", dir=folder)
+    try:
+        write_and_sync(fd, data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(folder)
+
+
+_ids_lock = threading.Lock()
+_last_stamp: datetime.datetime | None = None
+
+
+def _unique_stamp() -> datetime.datetime:
+    # Two ids asked for within one microsecond by one process would collide (the pid is the
+    # same), so each id's time is strictly later than the previous one's.
+    global _last_stamp
+    with _ids_lock:
+        now = datetime.datetime.now(datetime.UTC)
+        if _last_stamp is not None and now <= _last_stamp:
+            now = _last_stamp + datetime.timedelta(microseconds=1)
+        _last_stamp = now
+        return now
+
+
+class Store:
+    """The store of the environment at `prefix`; nothing is created until the first write."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.root = Path(prefix) / STORE_DIR
+
+    # -- layout -------------------------------------------------------------------------
+
+    def _ensure(self) -> Path:
+        """Create root and transactions/ (0700) as needed; returns transactions/."""
+        make_private_dir(self.root)
+        transactions = self.root / TRANSACTIONS
+        make_private_dir(transactions)
+        return transactions
+
+    @staticmethod
+    def new_id() -> str:
+        """A sortable, unique id: UTC time to the microsecond, then the pid.
+
+        The time part has a fixed width, so ids sort as strings in the order they were made.
+        """
+        return f"{_unique_stamp():%Y%m%dT%H%M%S.%fZ}-{os.getpid()}"
+
+    def txn_dir(self, txn: str) -> Path:
+        """The folder of transaction `txn` (not created here)."""
+        if not txn or txn.startswith(".") or "/" in txn or "\0" in txn:
+            raise StoreError(f"{txn!r} is not a transaction id")
+        return self.root / TRANSACTIONS / txn
+
+    def ids(self) -> list[str]:
+        """Recorded transactions, oldest first: folders that hold a journal.json."""
+        transactions = self.root / TRANSACTIONS
+        try:
+            entries = list(os.scandir(transactions))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(
+                f"cannot list {transactions}: {exc.strerror}", path=str(transactions)
+            ) from None
+        return sorted(
+            e.name
+            for e in entries
+            if not e.name.startswith(".")
+            and e.is_dir(follow_symlinks=False)
+            and os.path.isfile(os.path.join(e.path, JOURNAL))
+        )
+
+    # -- journal --------------------------------------------------------------------------
+
+    def read_journal(self, txn: str) -> Journal:
+        from pydantic import ValidationError
+
+        from cudatx.txn.journal import Journal
+
+        path = self.txn_dir(txn) / JOURNAL
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with open(fd, "rb") as handle:
+                return Journal.model_validate_json(handle.read())
+        except FileNotFoundError:
+            raise StoreError(f"transaction {txn} has no journal ({path})", path=str(path)) from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {path}: {exc.strerror}", path=str(path)) from None
+        except ValidationError as exc:  # not JSON, not UTF-8, or not a journal
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "journal"
+            raise StoreError(
+                f"journal of transaction {txn} is corrupt ({path}: {where}: {first['msg']})",
+                path=str(path),
+            ) from None
+
+    def write_journal(self, journal: Journal) -> None:
+        """Write the whole journal atomically (creating the store and the folder as needed)."""
+        self._ensure()
+        folder = self.txn_dir(journal.id)
+        make_private_dir(folder)
+        data = journal.model_dump(mode="json")
+        text = json.dumps(data, sort_keys=True, indent=2) + "\n"
+        path = folder / JOURNAL
+        try:
+            atomic_write(path, text.encode())
+        except OSError as exc:
+            raise StoreError(f"cannot write {path}: {exc.strerror}", path=str(path)) from None
+
+    # -- lock ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold this environment's transaction lock, or raise Busy at once.
+
+        The lock is an flock(2) on `<root>/lock`, held by the open file: the kernel drops it
+        when the descriptor is closed, which also happens when the holder dies (even by
+        SIGKILL or a crash). So a stale lock cannot outlive its process, unlike a lock file
+        whose mere existence means "locked". For the same reason the file is never deleted:
+        unlinking it while a second process has it open would let that process and a third
+        one lock two different inodes at once. The descriptor is opened close-on-exec
+        (PEP 446 default, made explicit), so uv and other children do not inherit the lock
+        and keep it after we exit.
+
+        The pid written into the file is only for the message a contender shows; it need not
+        survive a crash (the lock does not either), so it is not fsync'ed.
+        """
+        self._ensure()
+        path = self.root / LOCK
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot open {path}: {exc.strerror}", path=str(path)) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise StoreError(
+                        f"cannot lock {path}: {exc.strerror}", path=str(path)
+                    ) from None
+                raise Busy(
+                    f"another cudatx transaction ({_holder(fd)}) holds {self.prefix}; "
+                    "wait for it or check that it is still running",
+                    path=str(path),
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            try:
+                yield
+            finally:
+                # Clear the pid before the lock goes, so a later contender never names a
+                # process that no longer holds it (a killed holder leaves its pid; the next
+                # holder overwrites it).
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return f"pid {text}" if text.isdigit() else "unknown pid"

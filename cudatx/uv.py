@@ -1,0 +1,87 @@
+"""uv, run as a program: cudatx never reimplements installing (design.md section 4)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cudatx.errors import CudatxError, ExitCode, UsageError
+
+
+@dataclass(frozen=True)
+class UvOptions:
+    """The options a user gives for where wheels come from, passed on to every uv that
+    resolves, stages or installs (the dry run, the staging, the apply, a repair)."""
+
+    offline: bool = False
+    find_links: tuple[str, ...] = ()
+    index_url: str | None = None
+    extra_index_urls: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        out = ["--offline"] if self.offline else []
+        out += [a for link in self.find_links for a in ("--find-links", link)]
+        if self.index_url is not None:
+            out += ["--index-url", self.index_url]
+        out += [a for url in self.extra_index_urls for a in ("--extra-index-url", url)]
+        return out
+
+
+def pip_argv(command: str, prefix: str, *flags: str, options: UvOptions | None = None) -> list[str]:
+    """`uv pip COMMAND --python PREFIX FLAGS... OPTIONS...`: every uv cudatx runs, built here;
+    the caller appends what to act on."""
+    return ["pip", command, "--python", prefix, *flags, *(options.args() if options else [])]
+
+
+class UvFailed(CudatxError):
+    """uv exited non-zero, was killed, or could not be started; `message` carries its error.
+
+    Outside a transaction (a dry run, staging, finding uv) nothing was changed; inside one
+    the transaction turns it into RolledBack."""
+
+    exit_code = ExitCode.UV
+
+
+def find_uv(explicit: str | None) -> str:
+    if explicit:
+        found = shutil.which(explicit)
+        if found is None:
+            raise UsageError(f"--uv {explicit}: no such executable")
+        return found
+    try:
+        from uv import find_uv_bin
+
+        return os.fspath(find_uv_bin())
+    except (ImportError, FileNotFoundError) as exc:
+        raise UvFailed(
+            f"cannot find uv ({exc}); install the uv package or pass --uv PATH"
+        ) from None
+
+
+def run_uv(uv: str, args: Sequence[str]) -> str:
+    """Run uv; its stdout and stderr together. A failure is UvFailed with uv's own error."""
+    argv = [uv, *args]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+        )
+    except OSError as exc:
+        raise UvFailed(f"cannot run {uv}: {exc.strerror or exc}") from None
+    if done.returncode != 0:
+        lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
+        # Without a terminal uv prints "error: ...", then "cause: ..." lines, then hints: the
+        # error and its causes, on one line, are uv's own message; the last line is the
+        # fallback for anything else.
+        at = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), None)
+        if at is None:
+            last = lines[-1] if lines else ""
+        else:
+            causes = [ln for ln in lines[at + 1 :] if ln.startswith("cause:")]
+            last = "; ".join([lines[at], *causes])
+        if done.returncode < 0:
+            last = f"killed by signal {-done.returncode}"
+        raise UvFailed(f"uv {' '.join(args[:2])} failed: {last or done.returncode}")
+    return done.stdout + done.stderr
