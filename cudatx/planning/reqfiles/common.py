@@ -1,0 +1,260 @@
+"""What every requirements reader shares: the models, TOML, PEP 508 parsing, markers."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator, Mapping, Set
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import (
+    InvalidName,
+    canonicalize_name,
+)
+from packaging.version import InvalidVersion
+
+from cudatx.errors import UnreadableFile, UsageError
+from cudatx.models import Frozen
+
+
+class Pin(Frozen):
+    """One package a requirements file asks for, as it applies to the target."""
+
+    name: str  # canonical (PEP 503)
+    requirement: str  # PEP 508 text for uv, the marker dropped once evaluated
+    version: str | None  # the exact version when pinned (== without wildcard, ===; locks: locked)
+    url: str | None  # a direct reference; a local path made absolute; else None
+    line: int  # 1-based line where the entry is written (locks: its `name = "..."`)
+    text: str  # that entry as written, stripped, for messages (locks: name==version)
+    source: str  # the file the entry came from (an included file for `-r`)
+    editable: bool = False  # `-e PATH`, or a lock's editable source: uv installs it editable
+
+
+class RequirementsFile(Frozen):
+    path: str
+    kind: str  # "requirements" | "pyproject" | "uv.lock" | "pylock"
+    entries: tuple[Pin, ...]  # only those that apply to the target
+    lock: bool  # uv.lock and pylock: a complete environment by construction
+    options: tuple[str, ...]  # uv command-line words from a requirements file's global options
+
+
+def read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(f"{path}: not UTF-8 text ({exc.reason})", path=path) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UnreadableFile(f"{path}: {reason}", path=path) from None
+
+
+def parse_toml(path: str, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not valid TOML: nested too deeply") from None
+
+
+def first_line(exc: Exception) -> str:
+    lines = str(exc).splitlines()  # packaging repeats the text with a caret below
+    return lines[0] if lines else type(exc).__name__
+
+
+# What packaging raises on hostile text besides its own errors: SyntaxError for a NUL in a
+# quoted string (it reads those with ast.literal_eval), RecursionError for deep parentheses.
+PARSE_ERRORS = (InvalidRequirement, InvalidMarker, ValueError, SyntaxError, RecursionError)
+
+
+def parse_requirement_at(text: str, where: str) -> Requirement:
+    try:
+        return Requirement(text)
+    except PARSE_ERRORS as exc:
+        raise UsageError(f"{where}: not a requirement: {first_line(exc)}") from None
+
+
+def parse_marker_at(text: str, where: str) -> Marker:
+    try:
+        return Marker(text)
+    except PARSE_ERRORS as exc:
+        raise UsageError(f"{where}: not a marker: {first_line(exc)}") from None
+
+
+def url_path(url: str, where: str) -> str:
+    """The path part of a URL, %-decoded."""
+    try:
+        return unquote(urlsplit(url).path)
+    except ValueError as exc:  # e.g. an unbalanced '[' in the host
+        raise UsageError(f"{where}: not a URL: {url} ({exc})") from None
+
+
+EVAL_ERRORS = (UndefinedComparison, UndefinedEnvironmentName, InvalidVersion, KeyError)
+
+
+def marker_holds(marker: Marker | None, environment: Mapping[str, Any], where: str) -> bool:
+    """Whether a marker holds for the target; `extras`/`dependency_groups` in the environment
+    select PEP 751's lock-file evaluation (packaging >= 25), `extra` the metadata one."""
+    if marker is None:
+        return True
+    try:
+        if "extras" in environment:
+            return marker.evaluate(dict(environment), "lock_file")
+        return marker.evaluate(dict(environment))
+    except EVAL_ERRORS as exc:
+        raise UsageError(f"{where}: cannot evaluate marker '{marker}': {exc}") from None
+
+
+def python_ok(spec: str, markers: Mapping[str, str], where: str) -> bool:
+    try:
+        specifier = SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise UsageError(f"{where}: requires-python {spec!r} is not a version specifier") from None
+    version = markers.get("python_full_version", "")
+    try:
+        return specifier.contains(version, prereleases=True)
+    except InvalidVersion:  # a target that reports no usable version: cannot say it fails
+        return True
+
+
+def pinned_version(requirement: Requirement) -> str | None:
+    for spec in requirement.specifier:
+        if spec.operator == "===" or (spec.operator == "==" and not spec.version.endswith("*")):
+            return spec.version
+    return None
+
+
+def make_pin(
+    requirement: Requirement,
+    *,
+    source: str,
+    line: int,
+    text: str,
+    url: str | None = None,
+    version: str | None = None,
+    editable: bool = False,
+) -> Pin:
+    bare = Requirement(str(requirement))
+    bare.marker = None
+    return Pin(
+        name=canonicalize_name(requirement.name),
+        requirement=str(bare),
+        version=version if version is not None else pinned_version(requirement),
+        url=url if url is not None else requirement.url,
+        line=line,
+        text=text,
+        source=source,
+        editable=editable,
+    )
+
+
+def package_name(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise UsageError(f"{where}: a package has no name")
+    try:
+        return canonicalize_name(value, validate=True)
+    except InvalidName:
+        raise UsageError(f"{where}: {value!r} is not a package name") from None
+
+
+def toml_table(value: object, what: str, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: {what} is not a table")
+    return value
+
+
+def toml_list(value: object, what: str, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise UsageError(f"{where}: {what} is not a list")
+    return value
+
+
+def toml_strings(value: object, what: str, where: str) -> list[str]:
+    items = toml_list(value, what, where)
+    if not all(isinstance(item, str) for item in items):
+        raise UsageError(f"{where}: {what} is not a list of strings")
+    return items
+
+
+def toml_string(value: object, what: str, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{where}: {what} is not a string")
+    return value
+
+
+def project_name(folder: Path) -> str | None:
+    """The [project] name of the pyproject.toml in `folder`, if there is a readable one."""
+    try:
+        doc = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+        name = doc.get("project", {}).get("name")
+        return canonicalize_name(name, validate=True) if isinstance(name, str) else None
+    except (OSError, ValueError, AttributeError, InvalidName):  # TOMLDecodeError is a ValueError
+        return None
+
+
+def check_extras(path: str, chosen: tuple[str, ...], known: Set[str], where: str) -> None:
+    missing = [e for e in chosen if canonicalize_name(e) not in known]
+    if missing:
+        has = ", ".join(sorted(known)) or "none"
+        raise UsageError(f"{where}: no extra {missing[0]!r} in {path} (it has: {has})")
+
+
+def check_python(doc: dict[str, Any], markers: Mapping[str, str], path: str) -> None:
+    """A lock's top-level requires-python must hold for the target (uv and PEP 751 agree)."""
+    requires = toml_string(doc.get("requires-python"), "requires-python", path)
+    if requires and not python_ok(requires, markers, path):
+        raise UsageError(
+            f"{path}: requires-python {requires}; the target runs Python "
+            f"{markers.get('python_full_version')}"
+        )
+
+
+def lock_packages(
+    doc: dict[str, Any], text: str, key: str, path: str
+) -> Iterator[tuple[int, dict[str, Any], str]]:
+    """A lock's `[[key]]` tables: (the line of its name, the table, its canonical name)."""
+    lines = TomlLines(text).table_names(key)
+    for n, table in enumerate(toml_list(doc.get(key), key, path)):
+        line = lines[n] if n < len(lines) else 1
+        if not isinstance(table, dict):
+            raise UsageError(f"{path}:{line}: a [[{key}]] is not a table")
+        yield line, table, package_name(table.get("name"), f"{path}:{line}")
+
+
+class TomlLines:
+    """Line numbers of things in a TOML text, which tomllib does not give."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.cursor = 0
+
+    def line_at(self, index: int) -> int:
+        return self.text.count("\n", 0, index) + 1
+
+    def quoted(self, value: str) -> int:
+        """The line of the next occurrence of `value` as a TOML string, in file order."""
+        for start in (self.cursor, 0):
+            hits = [i for q in ('"', "'") if (i := self.text.find(q + value + q, start)) >= 0]
+            if hits:
+                self.cursor = min(hits) + len(value) + 2
+                return self.line_at(min(hits))
+        return 1
+
+    def table_names(self, header: str) -> list[int]:
+        """For each `[[header]]` table in order, the line of its `name = ...` key."""
+        out = []
+        heads = list(re.finditer(rf"^[ \t]*\[\[[ \t]*{header}[ \t]*\]\]", self.text, re.M))
+        for n, head in enumerate(heads):
+            end = heads[n + 1].start() if n + 1 < len(heads) else len(self.text)
+            key = re.compile(r"^[ \t]*name[ \t]*=", re.M).search(self.text, head.end(), end)
+            out.append(self.line_at(key.start() if key else head.start()))
+        return out
