@@ -93,7 +93,7 @@ class ElfInfo(Frozen):
 
 
 class How(StrEnum):
-    """The step of glibc's search that produced a file (design.md section 3)."""
+    """The step of glibc's search that produced a file (docs/architecture.md, "The model")."""
 
     ALREADY_LOADED = "already loaded"
     PATH = "path"  # the name held a '/', opened as is

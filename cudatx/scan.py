@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudatx.analysis.cuda import file_classifier, torch_cuda
+from cudatx.cache import open_cache
 from cudatx.discover.catalog import Catalog, load_catalog
 from cudatx.discover.dists import scan_distributions
 from cudatx.discover.preloads import read_preloads
@@ -129,8 +130,6 @@ def scanning(
     """One command's scan: the scan cache open for as long as the command runs (a plan
     replays again and reads through it), written when it ends; the collector tuned for a
     short process. `ld_library_path` None means the current process's."""
-    from cudatx.cache import open_cache
-
     collect_less()
     cache = open_cache() if use_cache else None
     if ld_library_path is None:

@@ -1,4 +1,4 @@
-"""uv, run as a program: cudatx never reimplements installing (design.md section 4)."""
+"""uv, run as a program: cudatx never reimplements installing."""
 
 from __future__ import annotations
 

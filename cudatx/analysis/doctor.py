@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections import defaultdict
 from enum import StrEnum
 
+from packaging.utils import canonicalize_name
+
 from cudatx.analysis import cuda, ownership
-from cudatx.discover.dists import reinstall_spec
+from cudatx.discover.dists import applicable_requirements, reinstall_spec
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Evidence, Frozen, Resolution, Status
 from cudatx.paths import display_path
@@ -51,15 +54,15 @@ class DoctorReport(Frozen):
 
 
 def reinstall_command(env: Environment, dist: Distribution) -> str:
-    """Restore a distribution's own bytes with the installer that put it there."""
+    """Restore a distribution's own bytes with the installer that put it there (a shell
+    command: every word quoted, since a prefix or a direct URL may hold anything)."""
     spec = reinstall_spec(dist)
+    prefix = env.target.prefix
     if (dist.installer or "").lower() == "uv":
-        return (
-            f"uv pip install --python {env.target.prefix} "
-            f"--reinstall-package {dist.name} --no-deps '{spec}'"
-        )
-    python = os.path.join(env.target.prefix, "bin", "python")
-    return f"{python} -m pip install --force-reinstall --no-deps '{spec}'"
+        words = ["uv", "pip", "install", "--python", prefix, "--reinstall-package", dist.name]
+        return shlex.join([*words, "--no-deps", spec])
+    python = os.path.join(prefix, "bin", "python")
+    return shlex.join([python, "-m", "pip", "install", "--force-reinstall", "--no-deps", spec])
 
 
 def _short(env: Environment, path: str) -> str:
@@ -175,10 +178,6 @@ class _Doctor:
 
     def _needed_dists(self) -> dict[str, set[str]]:
         """Hollow distributions something needs: by Requires-Dist, or by a library name."""
-        from packaging.utils import canonicalize_name
-
-        from cudatx.discover.dists import applicable_requirements
-
         needed: dict[str, set[str]] = defaultdict(set)
         for dist in self.env.distributions:
             for req in applicable_requirements(dist, self.env.target.markers):
@@ -242,7 +241,7 @@ class _Doctor:
             if len(keep) == 1:
                 # Keep the build torch was made for: uninstalling the other deletes the
                 # shared paths, and the reinstall puts the kept one's bytes back.
-                others = " ".join(d.name for d in dists if d is not keep[0])
+                others = [d.name for d in dists if d is not keep[0]]
                 fix = f"{self._uninstall_command(others)} && {reinstall_command(self.env, keep[0])}"
             plural = "s" if len(paths) != 1 else ""
             self.problems.append(
@@ -261,8 +260,8 @@ class _Doctor:
                 )
             )
 
-    def _uninstall_command(self, names: str) -> str:
-        return f"uv pip uninstall --python {self.env.target.prefix} {names}"
+    def _uninstall_command(self, names: list[str]) -> str:
+        return shlex.join(["uv", "pip", "uninstall", "--python", self.env.target.prefix, *names])
 
     def run_time(self) -> None:
         """Run-time loads no search finds.

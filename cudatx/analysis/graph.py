@@ -1,4 +1,4 @@
-"""The model of design.md section 3 as one graph: distributions, files, sonames, and the
+"""The model (docs/architecture.md) as one graph: distributions, files, sonames, and the
 edges between them (owns, needs, resolves, requires).
 
 Node ids are strings with a kind prefix:

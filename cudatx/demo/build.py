@@ -1,13 +1,13 @@
 """Build, offline and inside one folder, an environment that shows the cu12/cu13 trap.
 
-design.md section 1 with tiny real libraries installed by real uv: a CUDA 12.8 "torch"
-(a stand-in that says so, whose ``__init__.py`` preloads NVIDIA libraries as torch 2.14's
-does) with ``nvidia-cuda-runtime-cu12``, ``nvidia-cublas-cu12`` and ``nvidia-cudnn-cu12``,
-then, in a second install as a serving stack would do, ``nvidia-cudnn-cu13``. Both cuDNN
-wheels list the eight files of ``nvidia/cudnn/lib/`` (``libcudnn.so.9`` and the seven
-sub-libraries it dlopens); the second install wrote its CUDA 13 bytes there, so the CUDA 12
-torch now loads a CUDA 13 cuDNN without a word, and uninstalling ``nvidia-cudnn-cu13`` would
-delete the files ``nvidia-cudnn-cu12`` still lists.
+The trap README.md opens with, made of tiny real libraries installed by real uv: a CUDA 12.8
+"torch" (a stand-in that says so, whose ``__init__.py`` preloads NVIDIA libraries as torch
+2.14's does) with ``nvidia-cuda-runtime-cu12``, ``nvidia-cublas-cu12`` and
+``nvidia-cudnn-cu12``, then, in a second install as a serving stack would do,
+``nvidia-cudnn-cu13``. Both cuDNN wheels list the eight files of ``nvidia/cudnn/lib/``
+(``libcudnn.so.9`` and the seven sub-libraries it dlopens); the second install wrote its
+CUDA 13 bytes there, so the CUDA 12 torch now loads a CUDA 13 cuDNN without a word, and
+uninstalling ``nvidia-cudnn-cu13`` would delete the files ``nvidia-cudnn-cu12`` still lists.
 
 Everything is written under ``workdir``:
 

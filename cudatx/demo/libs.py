@@ -1,7 +1,7 @@
 """The demo's tiny real libraries: compiled from ``c/*.c``, or the prebuilt copies.
 
-Twenty-one ELF objects, each a few kilobytes, stand in for the CUDA libraries of design.md
-section 1 (none contains NVIDIA or PyTorch code). By key (:data:`LAYOUT` says where each
+Twenty-one ELF objects, each a few kilobytes, stand in for the CUDA libraries of the cu12/cu13
+trap (README.md; none contains NVIDIA or PyTorch code). By key (:data:`LAYOUT` says where each
 lies in a build folder):
 
 =====================  ===============================  ==========================================

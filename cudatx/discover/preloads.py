@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cudatx.cache import file_key
 from cudatx.discover.catalog import LoadList, PreloadEntry
 
 if TYPE_CHECKING:
@@ -122,8 +123,6 @@ def _read_torch(
     source: str, cache: ScanCache | None
 ) -> tuple[tuple[PreloadEntry, ...], tuple[str, ...]]:
     """(entries, search patterns) of torch's source; raises OSError, SyntaxError, _Shape."""
-    from cudatx.cache import file_key
-
     st = os.stat(source)
     memo = (source, *file_key(st))
     if memo in _PARSED:

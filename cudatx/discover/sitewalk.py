@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import TypeAdapter
 
+from cudatx.cache import file_key, settled
 from cudatx.models import PythonTarget
 from cudatx.paths import is_library_name
 
@@ -81,8 +82,6 @@ def _files(folder: _Folder) -> list[str]:
 
 def _folder_state(path: str) -> str | None:
     """The folder's state as the cache keys it; None if it is gone or too new to keep."""
-    from cudatx.cache import file_key, settled
-
     try:
         st = os.stat(path)
     except OSError:

@@ -1,15 +1,9 @@
 """The planner: what removing, installing or upgrading distributions would break, before
-anything is touched.
+anything is touched, and the repair that would restore what co-owners lose.
 
-A plan is a diff (design.md section 3). The environment is replayed twice: as it is, and
-through an overlay in which every path the removed distributions' RECORDs list is gone,
-co-owned paths included, because that is what uv and pip delete, and every file an
-arriving distribution writes holds its staged bytes (cudatx.planning.stage), because uv writes over
-whatever is there. Edges satisfied before and not after are broken; edges whose provider
-changes (another file, or other bytes at the same path) are rebound; a rebinding that
-leaves torch resolving a library built for another CUDA major is a break too; Requires-Dist
-that stop being met are broken requirements. What was already broken before is reported
-apart and never makes a plan unsafe.
+The environment is simulated after the change (cudatx.planning.simulate) and the two are
+compared (cudatx.planning.diff). Where the removal deletes paths that a distribution which
+stays lists too, reinstalling that distribution is simulated as well (`--repair`).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ import fnmatch
 
 from packaging.utils import canonicalize_name
 
+from cudatx.analysis.cuda import cuda_major_of_dist
 from cudatx.environment import Environment
 from cudatx.errors import NotInEnvironment, UsageError
 from cudatx.models import Distribution
@@ -14,8 +15,6 @@ _GLOB = set("*?[")
 
 
 def _cuda(env: Environment, spec: str) -> list[Distribution]:
-    from cudatx.analysis.cuda import cuda_major_of_dist
-
     text = spec.partition(":")[2]
     if not text.isdigit():
         raise UsageError(f"{spec}: expected cuda:N with N a CUDA major, e.g. cuda:12")

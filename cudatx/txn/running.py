@@ -1,8 +1,9 @@
 """Which running processes map files that a transaction will delete or overwrite.
 
-design.md section 4: files mapped by running processes block an apply unless forced (the seed
-team had to kill their training run before cleaning up). Replacing a shared library under a
-process that has it mapped is what turns a package change into a crash minutes later.
+Files mapped by running processes block an apply unless forced: a training run that has
+cuDNN mapped must be stopped before the cleanup that replaces cuDNN. Replacing a shared
+library under a process that has it mapped is what turns a package change into a crash
+minutes later.
 
 Files are matched by identity, not by name: a path given here may reach its file through
 symlinked folders (`lib64 -> lib`), `..`, or another hard link, and the kernel names a mapping

@@ -27,12 +27,11 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from cudatx.errors import Busy, StoreError
-
-if TYPE_CHECKING:
-    from cudatx.txn.journal import Journal
+from cudatx.txn.journal import Journal
 
 STORE_DIR = ".cudatx"
 TRANSACTIONS = "transactions"
@@ -183,10 +182,6 @@ class Store:
     # -- journal --------------------------------------------------------------------------
 
     def read_journal(self, txn: str) -> Journal:
-        from pydantic import ValidationError
-
-        from cudatx.txn.journal import Journal
-
         path = self.txn_dir(txn) / JOURNAL
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
