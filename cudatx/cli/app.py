@@ -12,8 +12,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
@@ -24,8 +23,7 @@ if TYPE_CHECKING:
     from cudatx.environment import Environment
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):
     """The command line cudatx was started with (sys.argv, or main's argv from Python)."""
 
     argv: tuple[str, ...]

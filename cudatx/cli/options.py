@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import click
 
 from cudatx.errors import CudatxError
-from cudatx.uv import UvOptions
+
+if TYPE_CHECKING:
+    from cudatx.uv import UvOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,8 +87,9 @@ def json_option(what: str) -> Callable[[F], F]:
     return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
 
 
-@dataclass(frozen=True)
-class UvSource:
+# NamedTuples, not dataclasses, here: importing dataclasses imports inspect, 12 ms of every
+# `cudatx --version` (python -X importtime).
+class UvSource(NamedTuple):
     """Which uv, and where it finds wheels."""
 
     uv: str | None
@@ -109,6 +111,8 @@ def uv_options(command: F) -> F:
         extra_index_url: tuple[str, ...],
         **kwargs: Any,
     ) -> Any:
+        from cudatx.uv import UvOptions  # subprocess and shutil: not for --help
+
         options = UvOptions(offline, find_links, index_url, extra_index_url)
         return run(*args, source=UvSource(uv, options), **kwargs)
 
@@ -134,8 +138,7 @@ def uv_options(command: F) -> F:
     )
 
 
-@dataclass(frozen=True)
-class ChangeRequest:
+class ChangeRequest(NamedTuple):
     """How to carry out a change (remove, install, sync), as the command line asks."""
 
     dry_run: bool

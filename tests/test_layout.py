@@ -1,0 +1,130 @@
+"""The package tree is the pipeline (docs/architecture.md): imports go down it, in no cycle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "cudatx"
+
+# Stages in pipeline order. A module may import its own stage, any earlier one, and the
+# shared modules; scan.py composes discovery, ELF and the loader with analysis/cuda.py (the
+# replay needs a loaded object's CUDA major), so it sits between analysis and planning.
+ORDER = (
+    "shared",
+    "discover",
+    "elf",
+    "loader",
+    "environment",
+    "analysis",
+    "scan",
+    "planning",
+    "txn",
+    "render",
+    "demo",
+    "cli",
+)
+SHARED = {"errors", "models", "paths", "digest", "cache", "progress", "uv", "__init__"}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "shared"
+    if parts[1] == "__main__":  # `python -m cudatx`: the command line
+        return "cli"
+    if parts[1] in SHARED:
+        return "shared"
+    return parts[1]
+
+
+def _imports(path: Path, *, with_type_checking: bool) -> set[str]:
+    """cudatx modules `path` imports (function-level imports too, since they run)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skipped: set[int] = set()
+    if not with_type_checking:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and ast.unparse(node.test) in (
+                "TYPE_CHECKING",
+                "typing.TYPE_CHECKING",
+            ):
+                skipped |= {id(n) for n in ast.walk(node)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("cudatx")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cudatx"):
+            assert node.module is not None
+            found.add(node.module)
+            # `from cudatx.txn import store`: a module, not a name in the package
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                if _path_of(sub) is not None:
+                    found.add(sub)
+    return found
+
+
+def _path_of(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _graph(*, with_type_checking: bool) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module(path)
+        graph[module] = {m for m in _imports(path, with_type_checking=with_type_checking)}
+    return graph
+
+
+def test_no_import_cycle() -> None:
+    # Imports under `if TYPE_CHECKING:` never run: they are how two modules name each
+    # other's types without a cycle at import time.
+    graph = _graph(with_type_checking=False)
+    state: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other == node or other not in graph:
+                continue
+            if state.get(other) == 1:
+                cycles.append([*stack[stack.index(other) :], other])
+            elif other not in state:
+                visit(other)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert cycles == []
+
+
+def test_imports_go_down_the_pipeline() -> None:
+    upward = []
+    for module, imported in _graph(with_type_checking=True).items():
+        rank = ORDER.index(_stage(module))
+        for other in sorted(imported):
+            if ORDER.index(_stage(other)) > rank:
+                upward.append(f"{module} imports {other}")
+    assert upward == []
+
+
+def test_every_stage_is_a_package_of_the_tree() -> None:
+    stages = {_stage(_module(p)) for p in PACKAGE.rglob("*.py")}
+    assert stages == set(ORDER)
