@@ -4,7 +4,7 @@
 
 Environments (built once, kept under $CUDATX_BENCH_DIR, default ~/.cache/cudatx-bench):
 - torch: a hard-linked copy of the suite's real torch 2.14.1 environment
-  (tests/torch_env.py, `pip install torch==2.14.1`) with `six` added by uv, so that
+  (tests/support/torch_env.py, `pip install torch==2.14.1`) with `six` added by uv, so that
   `cudatx remove six --dry-run` has something to plan;
 - scale-N for N in 250, 500, 1000, 2000: N real ELF objects compiled with cc (chains of nine
   libraries, each needing the one before it through RUNPATH $ORIGIN, and one extension module
@@ -102,8 +102,8 @@ def bench_dir() -> Path:
 
 def torch_env(base: Path) -> Path:
     """The suite's torch 2.14.1 environment, copied (hard links) with six added."""
-    from tests.torch_env import copy_env, download_wheels
-    from tests.torch_env import torch_env as pristine_env
+    from tests.support.torch_env import copy_env, download_wheels
+    from tests.support.torch_env import torch_env as pristine_env
 
     folder = base / "torch"
     done = folder / ".complete"

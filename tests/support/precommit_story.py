@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import uv_bin
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.paths import REPO
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pytest
 
 from cudatx.discover.dists import scan_distributions
 from tests.support.digest import diff, tree_digest
-from tests.torch_env import download_wheels, torch_with
+from tests.support.torch_env import download_wheels, torch_with
 
 pytestmark = pytest.mark.slow
 

@@ -21,8 +21,8 @@ import pytest
 from cudatx.errors import UnreadableFile
 from cudatx.txn.running import Holder, InUseReport, Unknown, processes_using
 from tests.support import compile_lib
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 NOBODY = 65534
 # Load the library given as argv[1] the way torch loads its CUDA libraries (dlopen), then wait.
 HOLD = (

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support import uv_bin
-from tests.torch_env import download_wheels, torch_env, torch_with
+from tests.support.torch_env import download_wheels, torch_env, torch_with
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from cudatx.errors import CudatxError, UnreadableFile, UsageError
 from cudatx.planning.reqfiles import Pin, RequirementsFile, kind_of, read_requirements
+from tests.support.paths import DATA as SUITE_DATA
 
-DATA = Path(__file__).parent / "data" / "reqfiles"
+DATA = SUITE_DATA / "reqfiles"
 PROJECT = DATA / "project"
 
 LINUX_311 = {

@@ -24,8 +24,7 @@ from cudatx.demo.build import COOWNED_PATH, COOWNED_PATHS
 from cudatx.demo.wheelfile import record_hash, write_wheel
 from cudatx.elf.reader import rodata_sonames
 from tests.support import read_dynamic, site_packages, uv_uninstall
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 CU12, CU13 = "nvidia-cudnn-cu12", "nvidia-cudnn-cu13"
 CU12_DIST, CU13_DIST = (

@@ -481,7 +481,7 @@ def test_rodata_sonames_of_non_elf(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_rodata_sonames_of_cudnn() -> None:
     """cuDNN names the libraries it dlopens in .rodata (design.md, section 2)."""
-    from tests.torch_env import torch_env
+    from tests.support.torch_env import torch_env
 
     lib = next(torch_env().glob("lib/python3*/site-packages/nvidia/cudnn/lib"))
     front = _oracle_check(lib / "libcudnn.so.9")

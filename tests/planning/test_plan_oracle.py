@@ -59,8 +59,7 @@ from tests.support import (
     uv_uninstall,
     venv_python,
 )
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 SLOTS = 6  # libslot0.so.1 .. libslot5.so.1; slot i may need slots < i
 MODULES = 4  # mod0._ext .. mod3._ext

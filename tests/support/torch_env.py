@@ -66,7 +66,7 @@ def copy_env(pristine: Path, into: Path) -> Path:
     """A copy to change, its files hard-linked to the pristine ones (5 GB that cost no space).
 
     Safe for what the tests do to it: uv and pip unlink or rename over a file before writing
-    it, and cudatx restores by rename (the same fact cudatx/snapshot.py relies on), so no
+    it, and cudatx restores by rename (the same fact cudatx/txn/snapshot.py relies on), so no
     write lands in a shared inode. Where the folders are on different filesystems, a copy.
     """
     copy = into / "env"

@@ -24,15 +24,15 @@ from cudatx.txn.journal import Journal, State
 from cudatx.txn.snapshot import SNAPSHOT, SNAPSHOT_TMP, load, restore, take, verify_saved
 from cudatx.txn.store import Store, atomic_write
 from tests.support.digest import diff, tree_digest
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
 SITE = "lib/python3.11/site-packages"
 INSTALLED = ({"name": "demo", "version": "1.0", "direct_url": None},)
 
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return env
 
 
@@ -43,7 +43,7 @@ def _python(code: str, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         text=True,
         env=_child_env(),
-        cwd=ROOT,
+        cwd=REPO,
     )
 
 

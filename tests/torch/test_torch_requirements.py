@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.precommit_story import run_story
 from tests.support.cli import cudatx
 from tests.support.digest import diff, tree_digest
-from tests.torch_env import download_wheels, torch_env, torch_with
+from tests.support.precommit_story import run_story
+from tests.support.torch_env import download_wheels, torch_env, torch_with
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support import uv_bin
-from tests.torch_env import copy_env, download_wheels, torch_env
+from tests.support.torch_env import copy_env, download_wheels, torch_env
 
 pytestmark = pytest.mark.slow
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.precommit_story import run_story
 from tests.support import make_venv, uv_install
 from tests.support.cli import cudatx
 from tests.support.cudnn_world import CU12, CU13, Wheels, build_cudnn_world
 from tests.support.digest import diff, tree_digest
+from tests.support.precommit_story import run_story
 
 FINDINGS = 1
 
@@ -59,7 +59,7 @@ def _check(venv: Path, wheels: Wheels, *args: str) -> subprocess.CompletedProces
 
 
 def test_json_blames_the_removed_line(venv: Path, wheels: Wheels, tmp_path: Path) -> None:
-    from tests.precommit_story import freeze
+    from tests.support.precommit_story import freeze
 
     frozen = freeze(venv).splitlines()
     kept = [ln for ln in frozen if not ln.startswith((f"{CU12}==", f"{CU12} @ "))]

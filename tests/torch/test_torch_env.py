@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.torch_env import torch_env
+from tests.support.torch_env import torch_env
 
 pytestmark = pytest.mark.slow
 

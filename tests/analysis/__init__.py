@@ -1,0 +1,1 @@
+"""Tests of cudatx.analysis: ownership and CUDA facts, doctor, the graph and its renderings."""

@@ -1,0 +1,1 @@
+"""Tests of cudatx.cli: the command line as a user meets it."""

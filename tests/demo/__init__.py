@@ -1,0 +1,1 @@
+"""Tests of cudatx.demo: the demo environment and the one wheel writer."""

@@ -1,0 +1,1 @@
+"""Tests of cudatx.discover: the target interpreter and the installed distributions."""

@@ -1,0 +1,1 @@
+"""Tests of cudatx.elf: the ELF reader and the ld.so cache."""

@@ -1,0 +1,1 @@
+"""Tests of cudatx.loader: the loader model, judged by glibc's real loader."""

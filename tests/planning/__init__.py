@@ -1,0 +1,1 @@
+"""Tests of cudatx.planning: removal plans, install/sync, requirements files, check-requirements."""

@@ -1,0 +1,2 @@
+"""Tests of cudatx.txn: transactions applied and rolled back, the store, the running
+processes, hardening."""
