@@ -14,7 +14,6 @@ import os
 import sqlite3
 import stat
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from tests.support import (
     site_packages,
     uv_install,
 )
-from tests.support.cli import cudatx
+from tests.support.cli import cudatx, start_cudatx
 
 DEP = "libcachedep.so.1"
 OLD = "libolddep.so.1"  # a DT_NEEDED name nothing provides; rewritten to NEW in place
@@ -302,15 +301,12 @@ def test_cli_warm_run_answers_as_cold_and_sees_a_rewrite(
 
 def test_cli_processes_at_once_share_the_cache(env: Env, tmp_path: Path) -> None:
     folder = tmp_path / "cache"
-    environ = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
-    environ["CUDATX_CACHE_DIR"] = str(folder)
-    argv = [sys.executable, "-m", "cudatx", "graph", "--python", str(env.venv)]
+    hide = ("VIRTUAL_ENV", "CONDA_PREFIX")
+    environ = {"CUDATX_CACHE_DIR": str(folder)}
+    argv = ("graph", "--python", env.venv)
     for _ in range(2):  # a cold start, then warm ones
         runs = [
-            subprocess.Popen(
-                argv, cwd=env.work, env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-            )
-            for _ in range(4)
+            start_cudatx(*argv, cwd=env.work, hide=hide, env=environ, text=False) for _ in range(4)
         ]
         outputs = [run.communicate(timeout=120) for run in runs]
         assert all(run.returncode == 0 for run in runs), [err for _, err in outputs]
@@ -377,17 +373,16 @@ def test_progress_on_a_terminal_stays_off_stdout(env: Env) -> None:
     import pty
 
     leader, follower = pty.openpty()
-    environ = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
-    environ.pop("TERM", None)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "cudatx", "graph", "--no-cache", "--python", str(env.venv)],
+        done = cudatx(
+            "graph",
+            "--no-cache",
+            "--python",
+            env.venv,
             cwd=env.work,
-            env=environ,
-            stdout=subprocess.PIPE,
+            hide=("VIRTUAL_ENV", "CONDA_PREFIX", "TERM"),
             stderr=follower,
-            timeout=120,
-            check=False,
+            text=False,
         )
     finally:
         os.close(follower)

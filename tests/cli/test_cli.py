@@ -12,7 +12,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,16 +263,7 @@ def test_python_at_bin_true(env: Env) -> None:
 
 @pytest.mark.usefixtures("untouched")
 def test_virtual_env_without_interpreter(env: Env) -> None:
-    environ = {**os.environ, "VIRTUAL_ENV": str(env.site)}
-    done = subprocess.run(
-        [sys.executable, "-m", "cudatx", "why", "libc.so.6"],
-        cwd=env.work,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = cudatx("why", "libc.so.6", cwd=env.work, hide=(), env={"VIRTUAL_ENV": str(env.site)})
     line = assert_refused(done, 3)
     assert "VIRTUAL_ENV" in line
 

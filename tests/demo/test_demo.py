@@ -12,7 +12,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from cudatx.demo.build import COOWNED_PATH, COOWNED_PATHS
 from cudatx.demo.wheelfile import record_hash, write_wheel
 from cudatx.elf.reader import rodata_sonames
 from tests.support import read_dynamic, site_packages, uv_uninstall
+from tests.support.cli import cudatx
 from tests.support.paths import REPO
 
 CU12, CU13 = "nvidia-cudnn-cu12", "nvidia-cudnn-cu13"
@@ -40,9 +40,11 @@ PROBE = (
 CU13_WANTS = {"libcublasLt.so.13", "libnvrtc.so.13"}
 
 
+_DROP = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME")
+
+
 def _clean_env() -> dict[str, str]:
-    drop = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME")
-    return {k: v for k, v in os.environ.items() if k not in drop}
+    return {k: v for k, v in os.environ.items() if k not in _DROP}
 
 
 def _cache_provides(*names: str) -> bool:
@@ -189,15 +191,7 @@ def test_doctor_reports_what_the_state_holds(compiled: tuple[Path, DemoEnv]) -> 
     """cudatx doctor on the demo: the trap, and the one true run-time gap of its CUDA 13 cuDNN."""
     _, env = compiled
     site = site_packages(env.venv)
-    done = subprocess.run(
-        [sys.executable, "-m", "cudatx", "doctor", "--python", os.fspath(env.venv), "--json"],
-        capture_output=True,
-        text=True,
-        env=_clean_env(),
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+    done = cudatx("doctor", "--python", env.venv, "--json", cwd=REPO, hide=_DROP)
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     problems = report["problems"]

@@ -17,8 +17,6 @@ glibc under LD_DEBUG:
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +46,7 @@ from tests.support import (
     uv_install,
     venv_python,
 )
+from tests.support.cli import cudatx
 
 EXT = ext_suffix()
 CUDART = "nvidia/cuda_runtime/lib/libcudart.so.12"
@@ -364,20 +363,7 @@ def test_preload_agrees_with_the_real_loader(preloaded: Venv) -> None:
 
 
 def test_preload_why_names_the_preloading_file(preloaded: Venv, tmp_path: Path) -> None:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH"}
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "cudatx", "why", "libnvJitLink.so.12", "--python", preloaded.venv],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = cudatx("why", "libnvJitLink.so.12", "--python", preloaded.venv, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "preloaded by torch/__init__.py" in done.stdout
     assert "no search would find it without the preload" in done.stdout

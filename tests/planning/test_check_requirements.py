@@ -7,7 +7,6 @@ cuDNN installed last, so its bytes are the ones on disk at the shared paths.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -92,15 +91,12 @@ def test_a_partial_file_is_an_install_and_quiet_when_safe(
 def test_no_environment_skips_or_fails_as_asked(tmp_path: Path) -> None:
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("six==1.17.0\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
-    env["PRE_COMMIT"] = "1"
-    env["VIRTUAL_ENV"] = str(tmp_path)  # pre-commit's own: never trusted
-    command = ["python3", "-m", "cudatx", "check-requirements", str(requirements)]
-    skipped = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    hide = ("VIRTUAL_ENV", "CONDA_PREFIX")
+    env = {"PRE_COMMIT": "1", "VIRTUAL_ENV": str(tmp_path)}  # pre-commit's own: never trusted
+    command = ("check-requirements", str(requirements))
+    skipped = cudatx(*command, cwd=tmp_path, hide=hide, env=env)
     assert skipped.returncode == 0 and "no environment to check" in skipped.stderr
-    failed = subprocess.run(
-        [*command, "--require-env"], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
+    failed = cudatx(*command, "--require-env", cwd=tmp_path, hide=hide, env=env)
     assert failed.returncode == 3, failed.stderr
     assert failed.stderr.count("\n") == 1 and "no environment to check" in failed.stderr
 

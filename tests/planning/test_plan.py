@@ -25,7 +25,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -53,6 +52,7 @@ from tests.support import (
     uv_uninstall,
     venv_python,
 )
+from tests.support.cli import cudatx
 
 SUFFIX = ext_suffix()
 CU12, CU13 = "nvidia-cudnn-cu12", "nvidia-cudnn-cu13"
@@ -309,20 +309,7 @@ class Run:
 
 
 def _execute(argv: tuple[str, ...], cwd: Path) -> Run:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH"}
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "cudatx", *argv],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = cudatx(*argv, cwd=cwd)
     return Run(argv, done.returncode, done.stdout, done.stderr)
 
 

@@ -34,7 +34,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +58,7 @@ from tests.support import (
     uv_uninstall,
     venv_python,
 )
+from tests.support.cli import cudatx
 from tests.support.paths import REPO
 
 SLOTS = 6  # libslot0.so.1 .. libslot5.so.1; slot i may need slots < i
@@ -343,9 +343,11 @@ def layouts(draw: st.DrawFn) -> Layout:
 # --------------------------------------------------------------------------------------
 
 
+_DROP = ("LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH")
+
+
 def _clean_env() -> dict[str, str]:
-    drop = ("LD_LIBRARY_PATH", "LD_PRELOAD", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH")
-    return {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("UV_")}
+    return {k: v for k, v in os.environ.items() if k not in _DROP and not k.startswith("UV_")}
 
 
 @dataclass(frozen=True)
@@ -437,14 +439,11 @@ class DryRun:
 
 
 def dry_run(venv: Path, layout: Layout, cwd: Path) -> DryRun:
-    cmd = [sys.executable, "-m", "cudatx", "remove", *layout.remove, "--dry-run", "--json"]
+    cmd = ["remove", *layout.remove, "--dry-run", "--json"]
     cmd += ["--no-requirements-check", "--python", os.fspath(venv)]
     cmd += ["--ld-library-path", layout.llp(venv) or ""]
-    env = _clean_env()
-    env["PYTHONPATH"] = os.fspath(REPO)
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=120, check=False
-    )
+    env = {"PYTHONPATH": os.fspath(REPO)}
+    proc = cudatx(*cmd, cwd=cwd, hide=(*_DROP, "UV_*"), env=env)
     return DryRun(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,15 +17,14 @@ from typing import Any
 import pytest
 
 from tests.support import uv_bin
+from tests.support.cli import cudatx
 from tests.support.torch_env import copy_env, download_wheels, torch_env
 
 pytestmark = pytest.mark.slow
 
 
 def _cudatx(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cudatx", *args], capture_output=True, text=True, check=False
-    )
+    return cudatx(*args, hide=(), timeout=None)
 
 
 def _doctor(env: Path) -> tuple[int, dict[str, Any]]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import cudatx
 from tests.support.torch_env import torch_env
 
 pytestmark = pytest.mark.slow
@@ -20,12 +20,7 @@ def env() -> Path:
 
 
 def _why(env: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cudatx", "why", *args, "--python", str(env)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return cudatx("why", *args, "--python", env, hide=(), timeout=None)
 
 
 def test_why_libcudnn_names_cudnn_cu13_and_torch_rpath(env: Path) -> None:

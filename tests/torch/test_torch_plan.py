@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support import uv_bin
+from tests.support.cli import cudatx
 from tests.support.torch_env import download_wheels, torch_env, torch_with
 
 pytestmark = pytest.mark.slow
@@ -33,12 +33,7 @@ def _uv(*args: str) -> None:
 
 
 def _remove(env: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "cudatx", "remove", *args, "--dry-run", "--json", "-p", str(env)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = cudatx("remove", *args, "--dry-run", "--json", "-p", env, hide=(), timeout=None)
     assert "Traceback" not in done.stderr, done.stderr
     return done.returncode, json.loads(done.stdout)
 

@@ -10,13 +10,13 @@ import base64
 import hashlib
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cudatx.discover.dists import scan_distributions
+from tests.support.cli import cudatx
 from tests.support.digest import diff, tree_digest
 from tests.support.torch_env import download_wheels, torch_with
 
@@ -26,12 +26,7 @@ CU12 = ["nvidia-cudnn-cu12", "nvidia-nccl-cu12", "nvidia-cusparselt-cu12", "nvid
 
 
 def _cudatx(env: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cudatx", *args, "-p", str(env)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return cudatx(*args, "-p", env, hide=(), timeout=None)
 
 
 def _import_torch(env: Path) -> subprocess.CompletedProcess[str]:

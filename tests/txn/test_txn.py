@@ -31,7 +31,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,7 @@ from tests.support import (
     uv_install,
     venv_python,
 )
+from tests.support.cli import cudatx, start_cudatx
 from tests.support.digest import Entry, diff, tree_digest
 
 CU12, CU13, NCCL = "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-nccl-cu12"
@@ -192,13 +193,9 @@ def venv(wheels: Wheels, tmp_path: Path) -> Venv:
 
 
 def _env(v: Venv, extra: dict[str, str] | None = None) -> dict[str, str]:
+    # uv as cudatx finds it, but offline-safe and with a cache of its own (every other UV_
+    # and PIP_ variable hidden).
     env = {
-        k: val
-        for k, val in os.environ.items()
-        if k not in _HIDDEN and not k.startswith(("UV_", "PIP_"))
-    }
-    # uv as cudatx finds it, but offline-safe and with a cache of its own.
-    env |= {
         "UV_CACHE_DIR": os.fspath(v.wheels.uv_cache),
         "UV_NO_CONFIG": "1",
         "UV_PYTHON_DOWNLOADS": "never",
@@ -207,23 +204,21 @@ def _env(v: Venv, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env | (extra or {})
 
 
-def _argv(v: Venv, args: Sequence[str | os.PathLike[str]]) -> list[str]:
-    return [sys.executable, "-m", "cudatx", *map(os.fspath, args), "--python", os.fspath(v.path)]
+_HIDE = (*_HIDDEN, "UV_*", "PIP_*")
 
 
 def run(
     v: Venv, *args: str | os.PathLike[str], env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`python -m cudatx ARGS --python VENV`, stdin not a terminal."""
-    done = subprocess.run(
-        _argv(v, args),
+    done = cudatx(
+        *args,
+        "--python",
+        v.path,
         cwd=v.work,
+        hide=_HIDE,
         env=_env(v, env),
         stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
     )
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
     return done
@@ -232,14 +227,14 @@ def run(
 def start(
     v: Venv, *args: str | os.PathLike[str], env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        _argv(v, args),
+    return start_cudatx(
+        *args,
+        "--python",
+        v.path,
         cwd=v.work,
+        hide=_HIDE,
         env=_env(v, env),
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
 
 
