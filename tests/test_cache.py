@@ -15,7 +15,6 @@ import sqlite3
 import stat
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,51 +26,27 @@ from cudatx.progress import Bar, wanted
 from cudatx.scan import scan
 from tests.support import (
     build_wheel,
-    compile_extension,
     compile_lib,
-    ext_suffix,
     make_venv,
     site_packages,
     uv_install,
 )
 from tests.support.cli import cudatx, start_cudatx
+from tests.support.ext_world import ExtWorld, build_ext_world
 
 DEP = "libcachedep.so.1"
 OLD = "libolddep.so.1"  # a DT_NEEDED name nothing provides; rewritten to NEW in place
 NEW = "libnewdep.so.1"
 
 
-@dataclass(frozen=True)
-class Env:
-    venv: Path
-    lib: Path  # the installed library the extension needs
-    work: Path
-
-
-def _build(root: Path) -> Env:
-    build = root / "build"
-    lib = compile_lib(build / DEP, soname=DEP, extra_needed_names=[OLD])
-    ext = compile_extension(build, "_ext", needed=[lib], rpath="$ORIGIN/lib")
-    wheel = build_wheel(
-        root / "wheels",
-        "cache-fixture",
-        "1.0",
-        {
-            "cachefix/__init__.py": b"",
-            f"cachefix/lib/{DEP}": lib,
-            f"cachefix/_ext{ext_suffix()}": ext,
-        },
-        tag="py3-none-linux_x86_64",
+def _build(root: Path) -> ExtWorld:
+    return build_ext_world(
+        root, dist="cache-fixture", package="cachefix", lib=DEP, extra_needed_names=[OLD]
     )
-    venv = make_venv(root / "venv")
-    uv_install(venv, [wheel])
-    work = root / "work"
-    work.mkdir()
-    return Env(venv=venv, lib=site_packages(venv) / "cachefix" / "lib" / DEP, work=work)
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Env:
+def env(tmp_path: Path) -> ExtWorld:
     return _build(tmp_path)
 
 
@@ -81,7 +56,7 @@ def settled_now(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache_module, "RACY_NS", 0)
 
 
-def _scan(env: Env, folder: Path) -> tuple[Environment, int, int]:
+def _scan(env: ExtWorld, folder: Path) -> tuple[Environment, int, int]:
     """One in-process scan with the cache in `folder`: the environment, hits, misses."""
     cache = open_cache({"CUDATX_CACHE_DIR": str(folder)})
     assert cache is not None
@@ -121,7 +96,7 @@ def _rewrite_in_place(path: Path, data: bytes, *, keep_mtime: bool) -> None:
 # -- what is kept, and when it is read again --------------------------------------------
 
 
-def test_warm_scan_reads_from_the_cache(env: Env, tmp_path: Path, settled_now: None) -> None:
+def test_warm_scan_reads_from_the_cache(env: ExtWorld, tmp_path: Path, settled_now: None) -> None:
     folder = tmp_path / "cache"
     cold, hits, _ = _scan(env, folder)
     assert hits == 0 and _rows(folder) > 0
@@ -132,7 +107,7 @@ def test_warm_scan_reads_from_the_cache(env: Env, tmp_path: Path, settled_now: N
 
 
 def test_library_rewritten_in_place_with_a_new_needed_is_seen(
-    env: Env, tmp_path: Path, settled_now: None
+    env: ExtWorld, tmp_path: Path, settled_now: None
 ) -> None:
     folder = tmp_path / "cache"
     before, _, _ = _scan(env, folder)
@@ -145,7 +120,9 @@ def test_library_rewritten_in_place_with_a_new_needed_is_seen(
     assert any(r.name == NEW for r in after.resolutions())
 
 
-def test_same_size_and_mtime_rewrite_is_seen(env: Env, tmp_path: Path, settled_now: None) -> None:
+def test_same_size_and_mtime_rewrite_is_seen(
+    env: ExtWorld, tmp_path: Path, settled_now: None
+) -> None:
     """The edge the ctime is in the key for: same inode, same size, mtime put back."""
     folder = tmp_path / "cache"
     before, _, _ = _scan(env, folder)
@@ -160,7 +137,7 @@ def test_same_size_and_mtime_rewrite_is_seen(env: Env, tmp_path: Path, settled_n
     assert NEW in _needs(after, env.lib) and OLD not in _needs(after, env.lib)
 
 
-def test_a_file_written_just_now_is_not_kept(env: Env, tmp_path: Path) -> None:
+def test_a_file_written_just_now_is_not_kept(env: ExtWorld, tmp_path: Path) -> None:
     """Racily new files (ctime younger than RACY_NS) are read, never stored."""
     folder = tmp_path / "cache"
     _rewrite_in_place(env.lib, env.lib.read_bytes(), keep_mtime=False)
@@ -171,7 +148,7 @@ def test_a_file_written_just_now_is_not_kept(env: Env, tmp_path: Path) -> None:
     assert f"{st.st_dev}:{st.st_ino}" not in keys
 
 
-def test_dist_info_changed_is_read_again(env: Env, tmp_path: Path, settled_now: None) -> None:
+def test_dist_info_changed_is_read_again(env: ExtWorld, tmp_path: Path, settled_now: None) -> None:
     folder = tmp_path / "cache"
     _scan(env, folder)
     (meta,) = site_packages(env.venv).glob("cache_fixture-1.0.dist-info")
@@ -183,7 +160,7 @@ def test_dist_info_changed_is_read_again(env: Env, tmp_path: Path, settled_now: 
 
 
 def test_another_version_empties_the_cache(
-    env: Env, tmp_path: Path, settled_now: None, monkeypatch: pytest.MonkeyPatch
+    env: ExtWorld, tmp_path: Path, settled_now: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = tmp_path / "cache"
     _scan(env, folder)
@@ -219,7 +196,7 @@ def _damage_row(path: Path) -> None:
 
 @pytest.mark.parametrize("damage", [_damage_truncate, _damage_garbage, _damage_row])
 def test_damaged_cache_is_rebuilt(
-    env: Env, tmp_path: Path, settled_now: None, damage: object
+    env: ExtWorld, tmp_path: Path, settled_now: None, damage: object
 ) -> None:
     folder = tmp_path / "cache"
     truth, _, _ = _scan(env, folder)
@@ -275,7 +252,7 @@ def test_the_suite_never_uses_the_users_cache() -> None:
 # -- the command line --------------------------------------------------------------------
 
 
-def _run(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(env: ExtWorld, *args: str) -> subprocess.CompletedProcess[str]:
     return cudatx(*args, "--python", env.venv, cwd=env.work)
 
 
@@ -299,7 +276,7 @@ def test_cli_warm_run_answers_as_cold_and_sees_a_rewrite(
     assert NEW in after.stdout and NEW not in cold.stdout
 
 
-def test_cli_processes_at_once_share_the_cache(env: Env, tmp_path: Path) -> None:
+def test_cli_processes_at_once_share_the_cache(env: ExtWorld, tmp_path: Path) -> None:
     folder = tmp_path / "cache"
     hide = ("VIRTUAL_ENV", "CONDA_PREFIX")
     environ = {"CUDATX_CACHE_DIR": str(folder)}
@@ -317,7 +294,7 @@ def test_cli_processes_at_once_share_the_cache(env: Env, tmp_path: Path) -> None
 
 
 def test_cli_cache_cannot_fail_a_command(
-    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    env: ExtWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = tmp_path / "cache"
     monkeypatch.setenv("CUDATX_CACHE_DIR", str(folder))
@@ -361,14 +338,14 @@ def test_progress_waits_draws_and_clears(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "\x1b[" in coloured.getvalue()  # NO_COLOR unset: colour
 
 
-def test_progress_never_reaches_a_pipe_or_json(env: Env, tmp_path: Path) -> None:
+def test_progress_never_reaches_a_pipe_or_json(env: ExtWorld, tmp_path: Path) -> None:
     done = cudatx("doctor", "--json", "--no-cache", "--python", env.venv, cwd=env.work)
     assert done.returncode in (0, 1), done.stderr
     json.loads(done.stdout)
     assert "\r" not in done.stderr and "cudatx: reading" not in done.stderr
 
 
-def test_progress_on_a_terminal_stays_off_stdout(env: Env) -> None:
+def test_progress_on_a_terminal_stays_off_stdout(env: ExtWorld) -> None:
     """stderr a terminal (a pty), stdout a pipe: the JSON is whole whatever stderr shows."""
     import pty
 
@@ -396,7 +373,6 @@ def test_a_warm_plan_reports_requirements_as_a_cold_one(
 ) -> None:
     """The unmet Requires-Dist of the installed set are kept in the cache: a warm plan must
     still say which removal breaks which, and what was unmet already."""
-    from tests.support import build_wheel
 
     folder = tmp_path / "wheels"
     wheels = [

@@ -24,10 +24,8 @@ import pytest
 
 from tests.support import (
     ext_suffix,
-    make_venv,
     observe_import,
     site_packages,
-    uv_install,
     uv_uninstall,
     venv_python,
 )
@@ -40,6 +38,7 @@ from tests.support.cudnn_world import (
     CUDNN,
     Wheels,
     build_cudnn_world,
+    install_cudnn_world,
 )
 from tests.support.venvs import uv_run
 
@@ -90,16 +89,14 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def healthy(wheels: Wheels, work: Path, tmp_path_factory: pytest.TempPathFactory) -> State:
-    venv = make_venv(tmp_path_factory.mktemp("healthy") / "venv")
-    uv_install(venv, [wheels.cudnn13, *wheels.others])
+    venv = install_cudnn_world(wheels, tmp_path_factory.mktemp("healthy") / "venv")
     return _state(venv, work)
 
 
 @pytest.fixture(scope="module")
 def mixed(wheels: Wheels, work: Path, tmp_path_factory: pytest.TempPathFactory) -> State:
-    venv = make_venv(tmp_path_factory.mktemp("story") / "venv")
-    uv_install(venv, [wheels.cudnn13, *wheels.others])
-    uv_install(venv, [wheels.cudnn12])  # `uv pip install --no-deps`: overwrites cu13's files
+    # cu12 by `uv pip install --no-deps`, last: overwrites cu13's files
+    venv = install_cudnn_world(wheels, tmp_path_factory.mktemp("story") / "venv", cu12_last=True)
     return _state(venv, work)
 
 

@@ -21,15 +21,13 @@ import pytest
 from cudatx import __version__
 from tests.support import (
     build_wheel,
-    compile_extension,
-    compile_lib,
-    ext_suffix,
     make_venv,
     site_packages,
     uv_install,
     venv_python,
 )
 from tests.support.cli import cudatx
+from tests.support.ext_world import ExtWorld, build_ext_world
 
 LIB = "libcudatxclidep.so.1"
 
@@ -54,36 +52,15 @@ def snapshot(root: Path) -> dict[str, tuple[str, int, str]]:
 
 
 @dataclass(frozen=True)
-class Env:
-    venv: Path
-    site: Path
+class Env(ExtWorld):
     version: str  # platform.python_version() of the venv's interpreter
-    lib: Path  # the installed library
-    ext: Path  # the installed extension module that needs it
-    work: Path  # a folder to run cudatx in
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     root = tmp_path_factory.mktemp("cli")
-    build = root / "build"
-    lib = compile_lib(build / LIB, soname=LIB)
-    ext = compile_extension(build, "_ext", needed=[lib], rpath="$ORIGIN/lib")
-    wheel = build_wheel(
-        root / "wheels",
-        "Cli_Fixture",
-        "1.0",
-        {
-            "clifix/__init__.py": b"",
-            f"clifix/lib/{LIB}": lib,
-            f"clifix/_ext{ext_suffix()}": ext,
-        },
-        tag="py3-none-linux_x86_64",
-    )
-    venv = make_venv(root / "venv")
-    uv_install(venv, [wheel])
-    site = site_packages(venv)
-    python = venv_python(venv)
+    world = build_ext_world(root, dist="Cli_Fixture", package="clifix", lib=LIB)
+    python = venv_python(world.venv)
     # The fixture really loads: the extension imports and calls into the library.
     done = subprocess.run(
         [python, "-I", "-c", "import platform, clifix._ext; print(platform.python_version())"],
@@ -91,16 +68,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
         text=True,
         check=True,
     )
-    work = root / "work"
-    work.mkdir()
-    return Env(
-        venv=venv,
-        site=site,
-        version=done.stdout.strip(),
-        lib=site / "clifix" / "lib" / LIB,
-        ext=site / "clifix" / f"_ext{ext_suffix()}",
-        work=work,
-    )
+    return Env(**vars(world), version=done.stdout.strip())
 
 
 def _using_line(env: Env) -> str:

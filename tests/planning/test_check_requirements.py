@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import make_venv, uv_install
 from tests.support.cli import cudatx
-from tests.support.cudnn_world import CU12, CU13, Wheels, build_cudnn_world
+from tests.support.cudnn_world import CU12, CU13, Wheels, build_cudnn_world, install_cudnn_world
 from tests.support.digest import diff, tree_digest
 from tests.support.precommit_story import run_story
 
@@ -28,10 +27,8 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
 
 @pytest.fixture(scope="module")
 def venv(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    venv = make_venv(tmp_path_factory.mktemp("env") / "venv")
-    uv_install(venv, [wheels.cudnn13, *wheels.others])
-    uv_install(venv, [wheels.cudnn12])  # installed last: its bytes are on disk
-    return venv
+    # cu12 installed last: its bytes are on disk
+    return install_cudnn_world(wheels, tmp_path_factory.mktemp("env") / "venv", cu12_last=True)
 
 
 def _links(wheels: Wheels) -> list[str]:

@@ -18,7 +18,15 @@ import pytest
 
 from tests.support import make_venv, observe_import, site_packages, uv_install, venv_python
 from tests.support.cli import cudatx
-from tests.support.cudnn_world import CU12, CU12_VERSION, CU13, CUDNN, Wheels, build_cudnn_world
+from tests.support.cudnn_world import (
+    CU12,
+    CU12_VERSION,
+    CU13,
+    CUDNN,
+    Wheels,
+    build_cudnn_world,
+    install_cudnn_world,
+)
 from tests.support.digest import diff, tree_digest
 
 OFFLINE = ("--offline", "--find-links")
@@ -38,11 +46,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 
 
 def _venv(world: World, tmp_path: Path, *, with_cu12: bool = False) -> Path:
-    venv = make_venv(tmp_path / "venv")
-    uv_install(venv, [world.wheels.cudnn13, *world.wheels.others])
-    if with_cu12:
-        uv_install(venv, [world.wheels.cudnn12])  # last wins the shared paths' bytes
-    return venv
+    return install_cudnn_world(world.wheels, tmp_path / "venv", cu12_last=with_cu12)
 
 
 def _run(world: World, venv: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -2,7 +2,8 @@
 
 A fake CUDA 13 torch whose extension needs libcudnn.so.9 through its RPATH, and the cu12 and
 cu13 cuDNN wheels, which install the same paths with other bytes (each built "for" its CUDA
-major). Shared by the doctor, install and check-requirements tests.
+major). Shared by the doctor, install and check-requirements tests, with the venvs of
+:func:`install_cudnn_world`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from cudatx.discover.catalog import load_catalog
 
 from .cbuild import compile_extension, compile_lib, ext_suffix
+from .venvs import make_venv, uv_install
 from .wheels import build_wheel
 
 CUDNN_DIR = "nvidia/cudnn/lib"
@@ -107,3 +109,14 @@ def build_cudnn_world(root: Path) -> Wheels:
             ),
         ),
     )
+
+
+def install_cudnn_world(wheels: Wheels, venv: Path, *, cu12_last: bool = False) -> Path:
+    """A new venv at `venv` with the fake torch, the cu13 cuDNN and the CUDA 13 libraries;
+    with `cu12_last`, then the cu12 cuDNN over them (another `uv pip install --no-deps`): the
+    last one installed wins the shared paths' bytes."""
+    venv = make_venv(venv)
+    uv_install(venv, [wheels.cudnn13, *wheels.others])
+    if cu12_last:
+        uv_install(venv, [wheels.cudnn12])
+    return venv
