@@ -48,17 +48,8 @@ def cudatx(
     """Run ``python -m cudatx ARGS`` to the end: stdout (and, unless `stderr` says otherwise,
     stderr) captured, as text unless `text` is false; never raises for its exit status.
     Without `cwd` it runs in this process's working folder; `timeout=None` waits for ever."""
-    return subprocess.run(
-        argv(*args),
-        cwd=cwd,
-        env=environ(hide, env),
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        text=text,
-        timeout=timeout,
-        check=False,
-    )
+    how = _how(cwd, hide, env, stdin, stderr, text)
+    return subprocess.run(argv(*args), **how, timeout=timeout, check=False)
 
 
 def start_cudatx(
@@ -70,12 +61,23 @@ def start_cudatx(
     text: bool = True,
 ) -> subprocess.Popen[Any]:
     """Start ``python -m cudatx ARGS`` and return at once; stdout and stderr are pipes."""
-    return subprocess.Popen(
-        argv(*args),
-        cwd=cwd,
-        env=environ(hide, env),
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=text,
-    )
+    return subprocess.Popen(argv(*args), **_how(cwd, hide, env, stdin, subprocess.PIPE, text))
+
+
+def _how(
+    cwd: Path | None,
+    hide: Collection[str],
+    env: Mapping[str, str] | None,
+    stdin: Stream,
+    stderr: Stream,
+    text: bool,
+) -> dict[str, Any]:
+    """What both give subprocess: the folder, the environment, the streams (stdout a pipe)."""
+    return {
+        "cwd": cwd,
+        "env": environ(hide, env),
+        "stdin": stdin,
+        "stdout": subprocess.PIPE,
+        "stderr": stderr,
+        "text": text,
+    }
