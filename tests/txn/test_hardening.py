@@ -2,7 +2,7 @@
 
 Paths that leave the environment, a damaged store, faults while applying (uv failing, killed
 or gone, a full disk, a file the kernel will not let go of) and concurrent commands, each run
-as a user runs cudatx, on the real venv of tests/txn/test_txn.py (real uv, real wheels, real
+as a user runs cudatx, on the real venv of tests/support/txn_world.py (real uv, real wheels, real
 libraries). Each test records what it injected and what came of it (`record_property`):
 `python -m tests.reliability_report` turns that into README's Reliability table.
 """
@@ -24,7 +24,7 @@ from cudatx.discover.dists import scan_distributions
 from cudatx.txn import rollback, touched
 from cudatx.txn.journal import Journal, Package, State
 from tests.support.digest import tree_digest
-from tests.txn.test_txn import (  # the fixtures are used by name
+from tests.support.txn_world import (
     BUSY,
     CU12,
     CU12_VERSION,
@@ -44,12 +44,8 @@ from tests.txn.test_txn import (  # the fixtures are used by name
     repair_args,
     run,
     start,
-    venv,
-    wheels,
     wrapper,
 )
-
-__all__ = ["venv", "wheels"]  # re-exported fixtures: pytest finds them in this module
 
 pytestmark = pytest.mark.reliability
 Record = Callable[[str, object], None]

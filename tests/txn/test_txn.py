@@ -1,7 +1,7 @@
 """Transactions: `cudatx remove` applied through real uv, `cudatx rollback`, `cudatx history`.
 
 Every test builds its own venv with real uv from real wheels holding real compiled libraries
-(tests.support), in the cu12/cu13 shared-path trap of design.md section 1:
+(tests/support/txn_world.py), in the cu12/cu13 shared-path trap of design.md section 1:
 ``nvidia-cudnn-cu13`` installed first, then ``nvidia-cudnn-cu12`` over it, both shipping
 ``nvidia/cudnn/lib/libcudnn.so.9`` (other bytes; cu12's are on disk), an extension that needs
 that library by RPATH, a console script and a data file outside site-packages and a ``.pth``
@@ -20,315 +20,48 @@ refusal itself.
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from cudatx.discover.catalog import load_catalog
-from tests.support import (
-    build_wheel,
-    compile_extension,
-    compile_lib,
-    ext_suffix,
-    make_venv,
-    site_packages,
-    symbol_for,
-    uv_bin,
-    uv_install,
-    venv_python,
+from tests.support.txn_world import (
+    BUSY,
+    CONFLICT,
+    CU12,
+    CU12_VERSION,
+    CU13,
+    CU13_VERSION,
+    CUDNN,
+    HEADER,
+    IN_USE,
+    INTERRUPTED,
+    NCCL,
+    NCCL_VERSION,
+    REFUSED,
+    ROLLED_BACK,
+    STEPS,
+    STORE,
+    USAGE,
+    Venv,
+    assert_repaired,
+    assert_same,
+    error,
+    holding_the_lock,
+    imports,
+    journals,
+    repair_args,
+    run,
+    txn_id,
+    wrapper,
 )
-from tests.support.cli import cudatx, start_cudatx
-from tests.support.digest import Entry, diff, tree_digest
-
-CU12, CU13, NCCL = "nvidia-cudnn-cu12", "nvidia-cudnn-cu13", "nvidia-nccl-cu12"
-CU12_VERSION, CU13_VERSION, NCCL_VERSION = "9.10.2.21", "9.24.0.43", "2.27.3"
-CUDNN_DIR = "nvidia/cudnn/lib"
-CUDNN = f"{CUDNN_DIR}/libcudnn.so.9"
-NCCL_LIB = "nvidia/nccl/lib/libnccl.so.2"
-EXT = f"cudnnuser/_ext{ext_suffix()}"
-SCRIPT = "cudnn12-info"  # cu12's console script, in <venv>/bin
-DATA = "share/cudnn12/NOTICE"  # cu12's data file, under the prefix
-PTH = "cudnn12.pth"
-HEADER = "nvidia/cudnn/include/cudnn_version.h"
-STEPS = [
-    "started",
-    "snapshotted",
-    "uninstalling",
-    "uninstalled",
-    "reinstalling",
-    "reinstalled",
-    "verified",
-    "committed",
-]
-
-# Exit codes (cudatx/errors.py).
-REFUSED, USAGE, BUSY, INTERRUPTED, IN_USE, ROLLED_BACK, CONFLICT, STORE = 1, 2, 7, 8, 9, 10, 11, 12
-
-# Variables that would pick another environment, change uv's behaviour or inject a crash
-# behind a test's back.
-_HIDDEN = {"VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH", "CUDATX_TEST_CRASH_AT"}
-
-
-# --------------------------------------------------------------------------------------
-# Fixture: wheels (built once), one fresh venv per test
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Wheels:
-    folder: Path  # every wheel: --find-links for the reinstalls
-    cu12: Path
-    cu13: Path
-    first: tuple[Path, ...]  # installed before cu12: cu13, its user, a bystander, NCCL
-    cudnn12: bytes  # libcudnn.so.9 as each wheel ships it
-    cudnn13: bytes
-    uv_cache: Path  # a uv cache private to this module
-
-
-def _lib(out: Path, build: str) -> Path:
-    source = (
-        f'const char build_tag[] = "fixture: {build}";\n'
-        f"int {symbol_for(out.name)}(void) {{ return (int)sizeof(build_tag); }}\n"
-    )
-    return compile_lib(out, soname=out.name, source=source, runpath="$ORIGIN")
-
-
-@pytest.fixture(scope="module")
-def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
-    root = tmp_path_factory.mktemp("txn-build")
-    out = root / "wheels"
-    # libcudnn.so.9 and the sub-libraries it dlopens (cudatx/data/runtime.json), as both
-    # cuDNN wheels ship them: the same paths, other bytes.
-    subs, _ = load_catalog().known_loads("libcudnn.so.9", None)
-    libs: dict[str, dict[str, bytes | Path]] = {}
-    for tag in ("cu12", "cu13"):
-        libs[tag] = {
-            f"{CUDNN_DIR}/{name}": _lib(root / tag / name, f"{name} for CUDA {tag[2:]}")
-            for name in ["libcudnn.so.9", *subs]
-        }
-    cu12_files = dict(libs["cu12"])
-    cu12_files["cudnn12info/__init__.py"] = b"def main():\n    print('cuDNN 12')\n"
-    cu12_files[f"{PTH}"] = b"# cuDNN 12 was here\n"
-    data_dir = f"nvidia_cudnn_cu12-{CU12_VERSION}.data/data"
-    cu12_files[f"{data_dir}/{DATA}"] = b"cuDNN 12 notice\n"
-    cu12_files[f"nvidia_cudnn_cu12-{CU12_VERSION}.dist-info/entry_points.txt"] = (
-        f"[console_scripts]\n{SCRIPT} = cudnn12info:main\n".encode()
-    )
-    cu12 = build_wheel(out, CU12, CU12_VERSION, cu12_files)
-    cu13_files = dict(libs["cu13"])
-    cu13_files[HEADER] = b"#define CUDNN_MAJOR 9\n"  # only cu13 ships it
-    cu13 = build_wheel(out, CU13, CU13_VERSION, cu13_files)
-    nccl = build_wheel(
-        out, NCCL, NCCL_VERSION, {NCCL_LIB: _lib(root / "nccl" / "libnccl.so.2", "NCCL 2")}
-    )
-    cudnn13 = root / "cu13" / "libcudnn.so.9"
-    ext = compile_extension(
-        root / "cudnnuser", "_ext", needed=[cudnn13], rpath="$ORIGIN/../nvidia/cudnn/lib"
-    )
-    user = build_wheel(out, "cudnnuser", "1.0", {"cudnnuser/__init__.py": b"", EXT: ext})
-    bystander = build_wheel(out, "bystander", "1.0", {"bystander/__init__.py": b""})
-    cudnn12 = (root / "cu12" / "libcudnn.so.9").read_bytes()
-    assert cudnn12 != cudnn13.read_bytes()
-    return Wheels(
-        folder=out,
-        cu12=cu12,
-        cu13=cu13,
-        first=(cu13, user, bystander, nccl),
-        cudnn12=cudnn12,
-        cudnn13=cudnn13.read_bytes(),
-        uv_cache=root / "uv-cache",
-    )
-
-
-@dataclass(frozen=True)
-class Venv:
-    path: Path
-    site: Path
-    work: Path  # a folder for wrappers, flags and as the working folder of every command
-    wheels: Wheels
-
-    def digest(self) -> dict[str, Entry]:
-        return tree_digest(self.path)
-
-    @property
-    def store(self) -> Path:
-        return self.path / ".cudatx"
-
-    def dist_info(self, name: str, version: str) -> Path:
-        return self.site / f"{name.replace('-', '_')}-{version}.dist-info"
-
-
-@pytest.fixture
-def venv(wheels: Wheels, tmp_path: Path) -> Venv:
-    path = make_venv(tmp_path / "venv")
-    uv_install(path, list(wheels.first))
-    uv_install(path, [wheels.cu12])  # over cu13: cu12's bytes at the shared paths now
-    site = site_packages(path)
-    assert (site / CUDNN).read_bytes() == wheels.cudnn12
-    record = (site / f"nvidia_cudnn_cu12-{CU12_VERSION}.dist-info" / "RECORD").read_text()
-    assert f"../../../bin/{SCRIPT}," in record and f"../../../{DATA}," in record
-    assert (path / "bin" / SCRIPT).is_file() and (path / DATA).is_file()
-    work = tmp_path / "work"
-    work.mkdir()
-    return Venv(path, site, work, wheels)
-
-
-# --------------------------------------------------------------------------------------
-# Running cudatx as a user does
-# --------------------------------------------------------------------------------------
-
-
-def _env(v: Venv, extra: dict[str, str] | None = None) -> dict[str, str]:
-    # uv as cudatx finds it, but offline-safe and with a cache of its own (every other UV_
-    # and PIP_ variable hidden).
-    env = {
-        "UV_CACHE_DIR": os.fspath(v.wheels.uv_cache),
-        "UV_NO_CONFIG": "1",
-        "UV_PYTHON_DOWNLOADS": "never",
-        "UV_NO_PROGRESS": "1",
-    }
-    return env | (extra or {})
-
-
-_HIDE = (*_HIDDEN, "UV_*", "PIP_*")
-
-
-def run(
-    v: Venv, *args: str | os.PathLike[str], env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`python -m cudatx ARGS --python VENV`, stdin not a terminal."""
-    done = cudatx(
-        *args,
-        "--python",
-        v.path,
-        cwd=v.work,
-        hide=_HIDE,
-        env=_env(v, env),
-        stdin=subprocess.DEVNULL,
-    )
-    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
-    return done
-
-
-def start(
-    v: Venv, *args: str | os.PathLike[str], env: dict[str, str] | None = None
-) -> subprocess.Popen[str]:
-    return start_cudatx(
-        *args,
-        "--python",
-        v.path,
-        cwd=v.work,
-        hide=_HIDE,
-        env=_env(v, env),
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def error(done: subprocess.CompletedProcess[str]) -> str:
-    """The one `cudatx: error:` line."""
-    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("cudatx: error: ")]
-    assert len(lines) == 1, done.stderr
-    return lines[0]
-
-
-def repair_args(v: Venv, *more: str) -> tuple[str, ...]:
-    """`remove nvidia-cudnn-cu12 --repair --yes --ignore-running`, offline from the wheels."""
-    return (
-        "remove",
-        CU12,
-        *more,
-        "--repair",
-        "--yes",
-        "--ignore-running",
-        "--offline",
-        "--find-links",
-        os.fspath(v.wheels.folder),
-    )
-
-
-def txn_id(done: subprocess.CompletedProcess[str]) -> str:
-    found = re.search(r"Applied as transaction (\S+);", done.stderr)
-    assert found, done.stderr
-    return found.group(1)
-
-
-def wrapper(v: Venv, name: str, body: str) -> Path:
-    """A shell script standing in for uv; REAL is the real uv binary."""
-    path = v.work / name
-    path.write_text(f"#!/bin/sh\nREAL={shlex.quote(uv_bin())}\n{body}")
-    path.chmod(0o755)
-    return path
-
-
-def assert_same(before: dict[str, Entry], after: dict[str, Entry]) -> None:
-    assert after == before, "\n".join(diff(before, after))
-
-
-def journals(v: Venv) -> list[dict[str, object]]:
-    folder = v.store / "transactions"
-    if not folder.is_dir():
-        return []
-    return [json.loads((t / "journal.json").read_text()) for t in sorted(folder.iterdir())]
-
-
-def record_mismatches(v: Venv, name: str, version: str) -> list[str]:
-    """Entries of a distribution's RECORD whose file is missing or holds other bytes."""
-    info = v.dist_info(name, version)
-    bad = []
-    with open(info / "RECORD", newline="") as handle:
-        for path, hashed, _ in csv.reader(handle):
-            if not hashed:
-                continue
-            algo, _, want = hashed.partition("=")
-            target = v.site / path
-            try:
-                got = hashlib.new(algo, target.read_bytes()).digest()
-            except FileNotFoundError:
-                bad.append(f"{path}: missing")
-                continue
-            if base64.urlsafe_b64encode(got).rstrip(b"=").decode() != want:
-                bad.append(f"{path}: other bytes")
-    return bad
-
-
-def imports(v: Venv) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [os.fspath(venv_python(v.path)), "-c", "import cudnnuser._ext"],
-        cwd=v.work,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={k: val for k, val in os.environ.items() if k not in _HIDDEN},
-    )
-
-
-def assert_repaired(v: Venv) -> None:
-    """The outcome of `remove nvidia-cudnn-cu12 --repair`: cu13 whole again, cu12 gone."""
-    assert (v.site / CUDNN).read_bytes() == v.wheels.cudnn13
-    assert not v.dist_info(CU12, CU12_VERSION).exists()
-    assert not list(v.site.glob("nvidia_cudnn_cu12-*"))
-    assert not (v.path / "bin" / SCRIPT).exists()
-    assert not (v.path / DATA).exists()
-    assert not (v.site / PTH).exists()
-    assert record_mismatches(v, CU13, CU13_VERSION) == []
-    done = imports(v)
-    assert done.returncode == 0, done.stderr
-
 
 # --------------------------------------------------------------------------------------
 # 1. Crash injection at every step boundary
@@ -599,36 +332,6 @@ def test_not_a_terminal_without_yes_changes_nothing(venv: Venv) -> None:
 # --------------------------------------------------------------------------------------
 # 7. One transaction per environment at a time
 # --------------------------------------------------------------------------------------
-
-
-@contextmanager
-def holding_the_lock(v: Venv) -> Iterator[subprocess.Popen[str]]:
-    """An apply (`remove nvidia-cudnn-cu12 --repair`) whose uv waits (up to 30 s) until the
-    block ends: it holds the environment's lock all that time. It must commit."""
-    gate = v.work / "go"
-    slow = wrapper(
-        v,
-        "uv-slow",
-        f"i=0\nwhile [ ! -e {shlex.quote(os.fspath(gate))} ] && [ $i -lt 600 ]; do\n"
-        '    sleep 0.05; i=$((i+1))\ndone\nexec "$REAL" "$@"\n',
-    )
-    first = start(v, *repair_args(v, "--uv", os.fspath(slow)))
-    try:
-        lock = v.store / "lock"
-        deadline = time.monotonic() + 60
-        while not (lock.is_file() and lock.read_text().strip() == str(first.pid)):
-            assert first.poll() is None, first.communicate()
-            assert time.monotonic() < deadline, "the first apply never took the lock"
-            time.sleep(0.02)
-        yield first
-        gate.touch()
-        _, err = first.communicate(timeout=60)
-        assert first.returncode == 0, err
-    finally:
-        gate.touch()
-        if first.poll() is None:
-            first.kill()
-            first.wait()
 
 
 @pytest.mark.reliability
