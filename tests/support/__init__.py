@@ -4,6 +4,13 @@ Nothing here mocks the system: :mod:`.cbuild` drives the system C compiler and G
 :mod:`.wheels` writes wheel zips with hashed RECORD files, :mod:`.venvs` runs the ``uv``
 binary of the ``uv`` PyPI package offline, and :mod:`.judge` runs a real interpreter under
 ``LD_DEBUG`` and reports what glibc's dynamic loader actually did.
+
+Built on them: :mod:`.cli` runs the cudatx command line (every test that runs it goes
+through it); :mod:`.ext_world` (one library, one extension, one wheel, one venv),
+:mod:`.cudnn_world` (the cu12/cu13 cuDNN story) and :mod:`.txn_world` (the transaction
+tests' trap) build the environments tests share; :mod:`.torch_env` is the real torch
+environment of the slow tests; :mod:`.precommit_story` the pre-commit story; :mod:`.digest`
+a tree's digest; :mod:`.paths` where the checkout and tests/data are.
 """
 
 from .cbuild import (
