@@ -40,7 +40,7 @@ from tests.support.cudnn_world import (
     build_cudnn_world,
     install_cudnn_world,
 )
-from tests.support.venvs import uv_run
+from tests.support.venvs import uv_bin, uv_run
 
 
 @pytest.fixture(scope="module")
@@ -254,6 +254,39 @@ def test_fix_as_printed_restores_the_env(fixed: tuple[list[str], State], wheels:
     assert after.imports, after.import_error
     with ZipFile(wheels.cudnn13) as wheel:
         assert (after.site / CUDNN).read_bytes() == wheel.read(CUDNN)
+
+
+def test_a_fix_runs_as_printed_where_the_prefix_holds_a_space(
+    wheels: Wheels, work: Path, tmp_path: Path
+) -> None:
+    """doctor's fix lines are shell commands: every word quoted, so one pasted into a shell
+    works for an environment under a folder with a space in its name."""
+    venv = install_cudnn_world(wheels, tmp_path / "my envs" / "venv", cu12_last=True)
+    uv_uninstall(venv, [CU12])
+    (hollow,) = _state(venv, work).problems("hollow")
+    _reinstalls_cu13(_fix(hollow), venv)
+    # The command as printed, through a shell; uv's offline settings from the environment.
+    environ = _uv_shell_env(wheels.folder)
+    done = subprocess.run(
+        ["bash", "-c", hollow["fix"]], env=environ, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    after = _state(venv, work)
+    assert after.report["problems"] == [], after.text.stdout
+    assert after.imports, after.import_error
+
+
+def _uv_shell_env(find_links: Path) -> dict[str, str]:
+    """This environment with `uv` on PATH and uv offline, finding wheels in `find_links`."""
+    hidden = ("VIRTUAL_ENV", "CONDA_PREFIX")
+    environ = {k: v for k, v in os.environ.items() if k not in hidden and not k.startswith("UV_")}
+    return environ | {
+        "PATH": os.path.dirname(uv_bin()) + os.pathsep + environ.get("PATH", ""),
+        "UV_OFFLINE": "1",
+        "UV_FIND_LINKS": os.fspath(find_links),
+        "UV_LINK_MODE": "copy",
+        "UV_CACHE_DIR": os.fspath(find_links.parent / "uv-cache"),
+    }
 
 
 # -- --json and bad input -----------------------------------------------------------------------

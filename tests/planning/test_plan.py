@@ -69,17 +69,22 @@ HOLLOW_REASON = (
     "so {stay} would be left hollow"
 )
 LINUX_REQ = 'Needed_Lib>=1.0; sys_platform == "linux"'
+# The plan's JSON contract (README, `cudatx remove SPEC... --dry-run`): exactly these keys.
 PLAN_KEYS = {
     "schema_version",
     "prefix",
     "safe",
     "remove",
     "reinstall",
+    "install",
     "broken",
     "broken_roots",
     "rebound",
     "requirements_broken",
     "requirements_checked",
+    "left_hollow",
+    "overwritten",
+    "mixed",
     "preexisting",
     "repair",
     "notes",
@@ -347,11 +352,14 @@ def plan_of(venv: Path, *args: str | os.PathLike[str], cwd: Path, rc: int) -> di
     assert run.returncode == rc, (run.returncode, run.stdout, run.stderr)
     assert run.stderr.splitlines() == [f"Using Python {_version()} environment at: {venv}"]
     plan = run.plan
-    assert set(plan) >= PLAN_KEYS, sorted(PLAN_KEYS - set(plan))
+    assert set(plan) == PLAN_KEYS, sorted(PLAN_KEYS ^ set(plan))
     assert plan["schema_version"] == 1
     assert plan["prefix"] == os.fspath(venv)
     assert plan["safe"] == (
-        not plan["broken"] and not plan["broken_roots"] and not plan["requirements_broken"]
+        not plan["broken"]
+        and not plan["broken_roots"]
+        and not plan["requirements_broken"]
+        and not plan["mixed"]
     )
     assert rc == (0 if plan["safe"] else 1)
     names = [p["name"] for p in plan["remove"]]
