@@ -313,7 +313,9 @@ def _rebuild(folder: Path, lock: int) -> bool:
 _FINGERPRINTED = (
     "cache.py",
     "discover/dists.py",
+    "discover/imports.py",
     "discover/preloads.py",
+    "discover/sitewalk.py",
     "elf/reader.py",
     "loader/fileview.py",
     "models.py",

@@ -19,6 +19,7 @@ from cudatx.analysis.cuda import file_classifier, torch_cuda
 from cudatx.cache import open_cache
 from cudatx.discover.catalog import Catalog, load_catalog
 from cudatx.discover.dists import scan_distributions
+from cudatx.discover.imports import imports_of
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import search_folders, walk
 from cudatx.discover.target import Query, start_query
@@ -171,19 +172,49 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
         return classified.major if classified else None
 
     contexts = _contexts(env, catalog, view)
+    by_folder = {os.path.join(c.package_dir, ""): c for c in contexts}
     loader = RootLoader(
         process,
         _python_library(process),
         catalog,
         view,
-        {os.path.join(c.package_dir, ""): c for c in contexts},
+        by_folder,
         major_of,
+        _imported_first(env, by_folder, view),
     )
     loads = []
     for done, root in enumerate(env.roots):
         tell("replaying imports", done, len(env.roots))
         loads.append(loader.load(root))
     return dataclasses.replace(env, view=view, base=base, loads=tuple(loads), contexts=contexts)
+
+
+def _imported_first(
+    env: Environment, contexts: dict[str, PackageContext], view: FileView
+) -> dict[str, PackageContext]:
+    """Roots outside the packages that preload (torch) whose import imports one of them first:
+    an `__init__.py` above the extension imports it at module level (README, "Which process
+    an extension loads in")."""
+    if not contexts:
+        return {}
+    by_package = {c.load_list.package: c for c in contexts.values()}
+    entries = sorted((os.path.join(e, "") for e in env.target.sys_path if e), key=len)
+    out: dict[str, PackageContext] = {}
+    for root in env.roots:
+        if any(root.startswith(folder) for folder in contexts):
+            continue  # inside torch itself: its own context
+        entry = next((e for e in reversed(entries) if root.startswith(e)), None)
+        if entry is None:
+            continue
+        folder, parts = entry, os.path.dirname(root[len(entry) :]).split("/")
+        for part in filter(None, parts):  # Python runs each package's __init__.py, top first
+            folder = os.path.join(folder, part)
+            imported = imports_of(os.path.join(folder, "__init__.py"), view.cache, view.real)
+            first = next((by_package[name] for name in imported if name in by_package), None)
+            if first is not None:
+                out[root] = first
+                break
+    return out
 
 
 def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[PackageContext, ...]:
@@ -198,9 +229,10 @@ def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[Packa
             continue
         preloads = read_preloads(load_list, package_dir, dist.version, view.cache, view.real)
         cuda = torch_cuda(env)
-        located = locate_preloads(
-            preloads, env.target.sys_path, cuda.split(".")[0] if cuda else None, view
-        )
+        major = cuda.split(".")[0] if cuda else None
+        sys_path = env.target.sys_path
+        normal = locate_preloads(preloads, preloads.normal, sys_path, major, view)
+        failed = locate_preloads(preloads, preloads.entries, sys_path, major, view)
         first = os.path.join(package_dir, load_list.first) if load_list.first else None
         module = next(
             (
@@ -217,9 +249,9 @@ def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[Packa
                 package_dir=package_dir,
                 init_py=os.path.join(package_dir, "__init__.py"),
                 first=first if first and view.probe(first).seen is not Seen.MISSING else None,
-                preloads=located,
-                entries=preloads.entries,
-                origin=preloads.origin,
+                preloads=preloads,
+                normal=normal,
+                failed=failed,
                 module=module,
             )
         )

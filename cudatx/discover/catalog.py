@@ -15,7 +15,26 @@ from typing import Any
 class PreloadEntry:
     folder: str  # the component folder torch names ("cublas", "cuda_nvrtc", ...)
     pattern: str  # a glob over file names ("libcublas.so.*[0-9]")
-    required: bool  # when torch needs the preloads to load at all (its except path)
+    required: bool  # a missing one raises (except path: import fails; normal path: list ends)
+    min_cuda: int | None = None  # only for a CUDA build of at least this major (0: any)
+
+
+@dataclass(frozen=True)
+class Preloads:
+    """What a package's __init__.py preloads before its extension (cudatx.discover.preloads)."""
+
+    normal: tuple[PreloadEntry, ...]  # after the first library loaded (once `gate` holds)
+    gate: str | None  # the normal path runs only once a mapped path holds this text
+    entries: tuple[PreloadEntry, ...]  # when the first library failed to load (except path)
+    error_stems: tuple[str, ...]  # that path runs only if the failure names one of these
+    search: tuple[str, ...]  # patterns over {entry}, {folder}, {glob}, {cuda_major}
+    nvidia_folder_required: bool  # a sys.path entry without `nvidia/` is passed over
+    fallback_only_if_empty: bool  # patterns after the first only where it matched nothing
+    origin: str  # where the list came from, for `why` and `doctor`
+
+    @classmethod
+    def none(cls, origin: str) -> Preloads:
+        return cls((), None, (), (), (), False, False, origin)
 
 
 @dataclass(frozen=True)
@@ -27,9 +46,7 @@ class LoadList:
     reader: str | None  # a parser of the installed source, if cudatx has one
     module: str  # the extension module the list runs before ("_C" for torch._C)
     first: str | None  # loaded first, relative to the package folder
-    when_loaded: str | None  # preloads run only once a file of this name is mapped
-    search: tuple[str, ...]  # patterns over {entry}, {folder}, {glob}, {cuda_major}
-    releases: dict[str, tuple[PreloadEntry, ...]]  # "major.minor" -> entries
+    releases: dict[str, Preloads]  # "major.minor" -> what that release preloads
 
 
 @dataclass(frozen=True)
@@ -76,8 +93,52 @@ class Catalog:
         return loads, optional
 
 
-def _entries(rows: list[list[Any]]) -> tuple[PreloadEntry, ...]:
-    return tuple(PreloadEntry(str(f), str(p), bool(r)) for f, p, r in rows)
+def _entries(rows: Any) -> tuple[PreloadEntry, ...]:
+    out = []
+    for row in rows:
+        folder, pattern, required, *rest = row
+        need = rest[0] if rest else None
+        if not isinstance(folder, str) or not isinstance(pattern, str):
+            raise TypeError("a preload entry of the wrong type")
+        if need is not None and not isinstance(need, int):
+            raise TypeError("a CUDA major of the wrong type")
+        out.append(PreloadEntry(folder, pattern, bool(required), need))
+    return tuple(out)
+
+
+def preloads_from_json(data: Any) -> Preloads:
+    """A Preloads as loadlists.json and the scan cache keep it."""
+    gate = data["gate"]
+    if gate is not None and not isinstance(gate, str):
+        raise TypeError("a gate of the wrong type")
+    return Preloads(
+        normal=_entries(data["normal"]),
+        gate=gate,
+        entries=_entries(data["except"]),
+        error_stems=tuple(str(s) for s in data["error_stems"]),
+        search=tuple(str(p) for p in data["search"]),
+        nvidia_folder_required=bool(data["nvidia_folder_required"]),
+        fallback_only_if_empty=bool(data["fallback_only_if_empty"]),
+        origin="",
+    )
+
+
+def preloads_to_json(pre: Preloads) -> dict[str, Any]:
+    def rows(entries: tuple[PreloadEntry, ...]) -> list[list[Any]]:
+        return [
+            [e.folder, e.pattern, e.required, *([e.min_cuda] if e.min_cuda is not None else [])]
+            for e in entries
+        ]
+
+    return {
+        "normal": rows(pre.normal),
+        "gate": pre.gate,
+        "except": rows(pre.entries),
+        "error_stems": list(pre.error_stems),
+        "search": list(pre.search),
+        "nvidia_folder_required": pre.nvidia_folder_required,
+        "fallback_only_if_empty": pre.fallback_only_if_empty,
+    }
 
 
 @functools.cache
@@ -93,9 +154,7 @@ def load_catalog() -> Catalog:
                 reader=p.get("reader"),
                 module=p["module"],
                 first=p.get("first"),
-                when_loaded=p.get("when_loaded"),
-                search=tuple(p["search"]),
-                releases={k: _entries(v) for k, v in p["releases"].items()},
+                releases={k: preloads_from_json(v) for k, v in p["releases"].items()},
             )
             for p in lists["packages"]
         ),

@@ -20,14 +20,17 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cudatx.discover.catalog import Catalog, LoadList, PreloadEntry
-from cudatx.discover.preloads import Preloads
+from cudatx.discover.catalog import Catalog, LoadList, PreloadEntry, Preloads
 from cudatx.loader.fileview import FileView
 from cudatx.loader.process import Loaded, LoadResult, Process
 from cudatx.models import ElfInfo, Evidence, Resolution, Status
 from cudatx.paths import soname_stem
 
 MajorOf = Callable[[str, ElfInfo], int | None]
+
+
+Located = tuple[PreloadEntry, str | None]
+"""A preload and the file torch's search finds for it (None: nothing matches)."""
 
 
 @dataclass(frozen=True)
@@ -38,24 +41,44 @@ class PackageContext:
     package_dir: str
     init_py: str  # who asks for the preloads
     first: str | None  # path of the library loaded first (libtorch_global_deps.so)
-    preloads: tuple[tuple[str, str | None], ...]  # (glob, the file it found or None)
-    entries: tuple[PreloadEntry, ...]  # the list the globs came from, in the same order
-    origin: str  # where the preload list came from
+    preloads: Preloads  # what the package's source says it preloads
+    normal: tuple[Located, ...]  # the normal path's preloads, located
+    failed: tuple[Located, ...]  # the except path's, located
     module: str | None  # path of the package's extension loaded after the preloads
+
+    @property
+    def origin(self) -> str:
+        """Where the preload list came from."""
+        return self.preloads.origin
 
 
 def locate_preloads(
-    pre: Preloads, sys_path: tuple[str, ...], cuda_major: str | None, view: FileView
-) -> tuple[tuple[str, str | None], ...]:
-    """torch's _preload_cuda_lib: the first sys.path entry with any match, its first match."""
-    out: list[tuple[str, str | None]] = []
-    for entry in pre.entries:
+    pre: Preloads,
+    entries: tuple[PreloadEntry, ...],
+    sys_path: tuple[str, ...],
+    cuda_major: str | None,
+    view: FileView,
+) -> tuple[Located, ...]:
+    """torch's per-library search for each of `entries`: the first sys.path entry with any
+    match, its first match (glob's order). An entry only some CUDA builds have (cufile for
+    CUDA >= 12, torch 2.7 and 2.8) is left out of the others."""
+    major = int(cuda_major) if cuda_major and cuda_major.isdigit() else None
+    out: list[Located] = []
+    for entry in entries:
+        if entry.min_cuda is not None and (major is None or major < entry.min_cuda):
+            continue
         found: str | None = None
         for path_entry in sys_path:
+            if pre.nvidia_folder_required and not view.is_folder(
+                os.path.join(path_entry, "nvidia")
+            ):
+                continue  # torch before 2.7: `if not os.path.exists(nvidia_path): continue`
             matches: list[str] = []
             for pattern in pre.search:
                 if "{cuda_major}" in pattern and cuda_major is None:
                     continue  # torch skips the cuNN folder of a CPU build
+                if matches and pre.fallback_only_if_empty:
+                    break  # torch 2.6: the second pattern only where the first found nothing
                 matches += view.glob(
                     pattern.format(
                         entry=path_entry,
@@ -67,7 +90,7 @@ def locate_preloads(
             if matches:
                 found = matches[0]
                 break
-        out.append((entry.pattern, found))
+        out.append((entry, found))
     return tuple(out)
 
 
@@ -79,8 +102,9 @@ def _attempt(
     root: str,
     evidence: Evidence,
     needed_by: str | None = None,
-) -> tuple[list[Resolution], bool]:
-    """One dlopen done by hand (ctypes, or a library at run time), all or nothing.
+) -> tuple[list[Resolution], Resolution | None]:
+    """One dlopen done by hand (ctypes, or a library at run time), all or nothing: its
+    resolutions, and the first need that failed (None when it loaded).
 
     A failed dlopen maps nothing (glibc unloads what it mapped, dlerror names the first
     failure): the process goes back to where it was, and the load becomes one resolution of
@@ -90,14 +114,14 @@ def _attempt(
     mark = process.mark()
     done = process.dlopen(name, caller, root=root, evidence=evidence, needed_by=needed_by)
     if done.ok:
-        return list(done.resolutions), True
+        return list(done.resolutions), None
     process.undo(mark)
     failed = next(r for r in done.resolutions if r.status in (Status.NOT_FOUND, Status.ERROR))
     head = done.resolutions[0]
     if failed is not head:
         cause = f"{failed.name} {failed.status.value}, needed by {failed.needed_by}"
         head = head.model_copy(update={"status": Status.ERROR, "detail": f"cannot load: {cause}"})
-    return [head], False
+    return [head], failed
 
 
 def _unfound(pattern: str, context: PackageContext, root: str) -> Resolution:
@@ -122,6 +146,7 @@ class RootLoader:
         view: FileView,
         contexts: dict[str, PackageContext],
         major_of: MajorOf,
+        after: dict[str, PackageContext] | None = None,
     ) -> None:
         self.base = base
         self.caller = caller
@@ -129,6 +154,9 @@ class RootLoader:
         self.view = view
         self.contexts = contexts  # package folder (with trailing /) -> context
         self.major_of = major_of
+        # root -> the package its import imports first (cudatx.discover.imports): a
+        # functorch or torchvision extension loads once `import torch` has run.
+        self.after = after or {}
 
     def load(self, root: str) -> LoadResult:
         process = self.base.fork()
@@ -136,6 +164,7 @@ class RootLoader:
         caller = process.find(self.caller) or process.main
         resolutions: list[Resolution] = []
         context = next((c for d, c in self.contexts.items() if root.startswith(d)), None)
+        context = context or self.after.get(root)
         fatal = False
         if context is not None:
             fatal = self._package(process, caller, root, context, resolutions)
@@ -160,43 +189,70 @@ class RootLoader:
         context: PackageContext,
         out: list[Resolution],
     ) -> bool:
-        """torch's _load_global_deps; returns whether it makes the import fail.
+        """torch's _load_global_deps (cudatx.discover.preloads); returns whether it makes
+        the import fail.
 
-        On the ordinary path (libtorch_global_deps.so loads) the preloads are best effort:
-        the first one that fails raises OSError, which torch swallows, ending the list. If
-        the first load fails, torch preloads with required=True outside any try and loads it
-        again: then a missing or failing preload makes `import torch` fail.
+        The normal path (libtorch_global_deps.so loaded) is best effort: torch wraps it in
+        `except Exception: pass`, so a library that is missing and required, or that fails
+        to load, ends the list there and the import goes on. If the first load fails with
+        an error naming a library of the list, torch preloads the except path's list outside
+        any try and loads it again: then a missing required preload, or one that fails,
+        makes `import torch` fail; an error naming none of them is raised as it is.
         """
-        first_ok = True
-        if context.first is not None:
-            done, first_ok = self._by_hand(process, context.first, caller, root, context)
-            if first_ok:
-                out += done
-        when = context.load_list.when_loaded
-        mapped = any(os.path.basename(o.path).startswith(when or "") for o in process.objects)
-        fatal = False
-        if not first_ok or when is None or mapped:
-            for (pattern, found), entry in zip(context.preloads, context.entries, strict=True):
-                if found is None:
-                    if not first_ok and entry.required:
-                        fatal = True  # _preload_cuda_lib raises ValueError
-                        out.append(_unfound(pattern, context, root))
-                        break
-                    continue
-                done, ok = self._by_hand(process, found, caller, root, context)
-                out += done
-                if not ok:
-                    fatal = not first_ok
-                    break
-            if not first_ok and not fatal and context.first is not None:
-                done, ok = self._by_hand(process, context.first, caller, root, context)
-                out += done
-                fatal = not ok
-        return fatal
+        if context.first is None:
+            # No libtorch_global_deps.so where torch looks (a build without it): what torch
+            # then does depends on the release, and is not modelled; the normal path is.
+            self._normal(process, caller, root, context, out)
+            return False
+        done, failure = self._by_hand(process, context.first, caller, root, context)
+        if failure is None:
+            out += done
+            self._normal(process, caller, root, context, out)
+            return False
+        named = os.path.basename(failure.name)
+        if not any(stem in named for stem in context.preloads.error_stems):
+            out += done  # `raise err`: the import fails with the first load's own error
+            return True
+        for entry, found in context.failed:
+            if found is None:
+                if entry.required:
+                    out.append(_unfound(entry.pattern, context, root))  # ValueError
+                    return True
+                continue
+            loaded, failure = self._by_hand(process, found, caller, root, context)
+            out += loaded
+            if failure is not None:
+                return True  # OSError, outside any try
+        done, failure = self._by_hand(process, context.first, caller, root, context)
+        out += done
+        return failure is not None
+
+    def _normal(
+        self,
+        process: Process,
+        caller: Loaded,
+        root: str,
+        context: PackageContext,
+        out: list[Resolution],
+    ) -> None:
+        gate = context.preloads.gate
+        # `if "<gate>" not in open("/proc/self/maps").read(): return`: maps names each file by
+        # the path the kernel resolved (`torch/lib/../../nvidia` shows as `nvidia`).
+        if gate is not None and not any(gate in os.path.realpath(o.path) for o in process.objects):
+            return
+        for entry, found in context.normal:
+            if found is None:
+                if entry.required:
+                    return  # the ValueError ends the list
+                continue
+            done, failure = self._by_hand(process, found, caller, root, context)
+            out += done
+            if failure is not None:
+                return  # the OSError ends the list
 
     def _by_hand(
         self, process: Process, path: str, caller: Loaded, root: str, context: PackageContext
-    ) -> tuple[list[Resolution], bool]:
+    ) -> tuple[list[Resolution], Resolution | None]:
         """ctypes.CDLL(path) from the package's __init__.py."""
         return _attempt(
             process, path, caller, root=root, evidence=Evidence.PRELOAD, needed_by=context.init_py
@@ -214,8 +270,8 @@ class RootLoader:
             for name in loads:
                 out += _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)[0]
             for name in optional:
-                done, ok = _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)
-                if ok:
+                done, failure = _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)
+                if failure is None:
                     out += done  # an optional load is checked only where it exists
             for name in self.view.strings(obj.path):
                 if self._skip_string(process, obj, name, soname, covered):

@@ -17,7 +17,7 @@ glibc under LD_DEBUG:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +66,34 @@ CUDA_LIBS_LIST = """\
         ("nvjitlink", "libnvJitLink.so.*[0-9]"),
         ("cusparse", "libcusparse.so.*[0-9]"),
     ]"""
+
+# The same three after one nothing here provides: torch 2.10-2.13 end the normal path's list
+# at a missing entry, torch 2.14 passes over it.
+CUDA_LIBS_FIRST_MISSING = CUDA_LIBS_LIST.replace(
+    "    cuda_libs: list[tuple[str, str]] = [\n",
+    '    cuda_libs: list[tuple[str, str]] = [\n        ("cublas", "libcublasLt.so.*[0-9]"),\n',
+)
+
+
+def torch_2_13_init(cuda_libs: str, header: str) -> str:
+    """torch_init_py in torch 2.10-2.13's shape: the normal path calls the list required,
+    so the first missing entry raises, is swallowed, and ends it."""
+    text = torch_init_py(cuda_libs, header)
+    for old, new in (
+        (
+            "def _preload_cuda_deps(err: OSError | None = None, required: bool = True)",
+            "def _preload_cuda_deps(err: OSError | None = None)",
+        ),
+        (
+            "_preload_cuda_lib(lib_folder, lib_name, required=required)",
+            "_preload_cuda_lib(lib_folder, lib_name)",
+        ),
+        ("_preload_cuda_deps(required=False)", "_preload_cuda_deps()"),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    return text
+
 
 # The same three, built another way: a shape cudatx's reader does not know.
 CUDA_LIBS_DICT = """\
@@ -188,7 +216,11 @@ def assert_agrees(fx: Venv, load: LoadResult, seen: Observation) -> None:
             assert not seen.ok and os.path.basename(r.name) in (seen.error or ""), (r, seen)
     inside = _real(fx.site) + "/"
     closure = {_real(p) for p in load.loaded if _real(p).startswith(inside)}
-    assert {p for p in seen.maps if p.startswith(inside)} == closure
+    mapped = {p for p in seen.maps if p.startswith(inside)}
+    if load.ok:
+        assert mapped == closure
+    else:  # glibc unmapped what the failed import's dlopen had mapped; cudatx keeps it
+        assert mapped <= closure, mapped - closure
 
 
 def _one(load: LoadResult, name: str, evidence: Evidence | None = None) -> Resolution:
@@ -216,6 +248,9 @@ class TorchWheels:
     torch_dict: Path
     torch_cufile: Path
     broken_cufile: Path  # its libcufile.so.0 needs a library nothing provides
+    torch_2_13_missing: Path  # the list starts with one nothing provides, torch 2.13's code
+    torch_2_14_missing: Path  # the same list, torch 2.14's code
+    users: tuple[Path, ...]  # packages whose extension needs cuSPARSE: one imports torch first
 
 
 @pytest.fixture(scope="module")
@@ -251,8 +286,10 @@ def torch_wheels(tmp_path_factory: pytest.TempPathFactory) -> TorchWheels:
         "nvidia-cusparse-cu12==12.5.8.93",
     ]
 
-    def torch(folder: str, cuda_libs: str) -> Path:
-        init = torch_init_py(cuda_libs, "A fake torch 2.14.1 for cudatx's tests.").encode()
+    def torch(
+        folder: str, cuda_libs: str, shape: Callable[[str, str], str] = torch_init_py
+    ) -> Path:
+        init = shape(cuda_libs, "A fake torch 2.14.1 for cudatx's tests.").encode()
         files = {**torch_files, "torch/__init__.py": init}
         return build_wheel(out / folder, "torch", "2.14.1", files, requires=requires)
 
@@ -269,7 +306,23 @@ def torch_wheels(tmp_path_factory: pytest.TempPathFactory) -> TorchWheels:
         ),
         torch_list=torch("list", CUDA_LIBS_LIST),
         torch_dict=torch("dict", CUDA_LIBS_DICT),
+        users=tuple(_cusparse_user(b, out, name, cusparse) for name in ("torchuser", "plainuser")),
+        torch_2_13_missing=torch("missing-2.13", CUDA_LIBS_FIRST_MISSING, torch_2_13_init),
+        torch_2_14_missing=torch("missing-2.14", CUDA_LIBS_FIRST_MISSING),
     )
+
+
+def _cusparse_user(build: Path, out: Path, name: str, cusparse: Path) -> Path:
+    """A package whose extension needs cuSPARSE (by RPATH), whose libnvJitLink.so.12 only
+    torch's preload provides. `torchuser` imports torch in its __init__.py, `plainuser` not."""
+    ext = compile_extension(
+        build / name, "_ext", needed=[cusparse], rpath="$ORIGIN/../nvidia/cusparse/lib"
+    )
+    # The fake torch's __init__.py does not import torch._C (real torch's does): here the
+    # package imports both, as `import torch` does.
+    init = b"import torch\nimport torch._C  # noqa: F401\n" if name == "torchuser" else b""
+    files: dict[str, bytes | Path] = {f"{name}/__init__.py": init, f"{name}/_ext{EXT}": ext}
+    return build_wheel(out, name, "1.0", files, requires=["torch"])
 
 
 @pytest.fixture(scope="module")
@@ -299,7 +352,8 @@ def test_preload_list_is_read_from_the_installed_source(preloaded: Venv) -> None
     (context,) = preloaded.env.contexts
     assert context.origin == f"read from {context.init_py}"
     assert _real(context.init_py) == preloaded.path("torch/__init__.py")
-    found = {glob: _real(path) if path else None for glob, path in context.preloads}
+    found = {e.pattern: _real(path) if path else None for e, path in context.normal}
+    assert [e.pattern for e, _ in context.failed] == list(found)  # the same list, required
     assert found == {
         "libcudart.so.*[0-9]": preloaded.path(CUDART),
         "libnvJitLink.so.*[0-9]": preloaded.path(NVJITLINK),
@@ -381,11 +435,13 @@ def test_preload_env_doctor_finds_nothing_wrong(preloaded: Venv) -> None:
 def test_unknown_preload_shape_falls_back_to_the_shipped_table(fallback: Venv) -> None:
     (context,) = fallback.env.contexts
     assert context.origin.startswith("shipped table for torch 2.14 (")
-    assert "cuda_libs is not a list" in context.origin
+    assert "cuda_libs is looped over as it is not built" in context.origin
     shipped = load_catalog().load_list("torch")
     assert shipped is not None
-    assert [glob for glob, _ in context.preloads] == [e.pattern for e in shipped.releases["2.14"]]
-    found = {glob: _real(path) for glob, path in context.preloads if path}
+    table = shipped.releases["2.14"]
+    assert [e for e, _ in context.normal] == list(table.normal)
+    assert [e for e, _ in context.failed] == list(table.entries)
+    found = {e.pattern: _real(path) for e, path in context.normal if path}
     assert found == {
         "libcudart.so.*[0-9]": fallback.path(CUDART),
         "libnvJitLink.so.*[0-9]": fallback.path(NVJITLINK),
@@ -401,6 +457,49 @@ def test_fallback_table_gives_what_the_real_import_does(fallback: Venv) -> None:
     seen = observe_import(fallback.python, "torch._C")
     assert seen.ok, seen.error
     assert_agrees(fallback, _torch_c(fallback), seen)
+
+
+@pytest.mark.parametrize("release", ["2.13", "2.14"])
+def test_a_missing_preload_ends_the_list_before_2_14_and_is_passed_over_since(
+    torch_wheels: TorchWheels, tmp_path: Path, release: str
+) -> None:
+    """The list's first entry (cuBLASLt) is nowhere. torch 2.13 raises for it, swallows the
+    error and preloads nothing more, so libcusparse's libnvJitLink.so.12, which no search
+    finds, is missing and torch._C does not import; torch 2.14 goes on to nvJitLink. The
+    real loader judges both."""
+    torch = (
+        torch_wheels.torch_2_13_missing if release == "2.13" else torch_wheels.torch_2_14_missing
+    )
+    fx = _install(tmp_path, [*torch_wheels.nvidia, torch])
+    (context,) = fx.env.contexts
+    assert context.origin == f"read from {context.init_py}"
+    assert [e.required for e, _ in context.normal][:4] == [release == "2.13"] * 4
+    load = _torch_c(fx)
+    seen = observe_import(fx.python, "torch._C")
+    assert seen.ok == (release == "2.14"), seen.error
+    assert load.ok == seen.ok
+    assert_agrees(fx, load, seen)
+
+
+@pytest.fixture(scope="module")
+def torch_users(torch_wheels: TorchWheels, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    root = tmp_path_factory.mktemp("torch_users")
+    return _install(root, [*torch_wheels.nvidia, torch_wheels.torch_list, *torch_wheels.users])
+
+
+@pytest.mark.parametrize(("package", "loads"), [("torchuser", True), ("plainuser", False)])
+def test_an_extension_loads_after_torch_where_its_package_imports_torch(
+    torch_users: Venv, package: str, loads: bool
+) -> None:
+    """`import torchuser._ext` runs torchuser/__init__.py first, which imports torch, whose
+    preloads put libnvJitLink.so.12 in the process: the extension's cuSPARSE then finds it.
+    plainuser's extension loads in a process where torch never ran, and fails."""
+    load = torch_users.load(f"{package}/_ext{EXT}")
+    seen = observe_import(torch_users.python, f"{package}._ext")
+    assert seen.ok == loads, seen.error
+    assert_agrees(torch_users, load, seen)
+    preloads = {r.needed_by for r in load.resolutions if r.evidence is Evidence.PRELOAD}
+    assert bool(preloads) == loads  # torch/__init__.py's preloads are part of this import
 
 
 def test_failing_preload_is_swallowed_by_torch(failing_preload: Venv) -> None:
