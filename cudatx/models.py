@@ -140,6 +140,13 @@ class Evidence(StrEnum):
     DLOPEN = "dlopen"  # a known run-time load from the shipped manifest
     DLOPEN_STRING = "dlopen (string)"  # a soname-shaped string in the object's .rodata
 
+    @property
+    def decisive(self) -> bool:
+        """Whether a need of this evidence decides a verdict (README, "How much a load
+        counts"): everything but a string in .rodata, which may name an optional plug-in,
+        an error message's example or a library of another platform."""
+        return self is not Evidence.DLOPEN_STRING
+
 
 class Resolution(Frozen):
     """How one needed name of one object resolves, with every place tried."""

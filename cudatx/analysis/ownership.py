@@ -126,6 +126,29 @@ def _hash_file(path: str, algorithm: str, cache: ScanCache | None) -> str | None
     return digest
 
 
+def byte_owners(env: Environment, path: str) -> tuple[str, ...]:
+    """The distributions whose bytes are at `path`: its owners, or for a co-owned path those
+    whose RECORD hash matches (all its owners again when none does)."""
+    own = Ownership(env)
+    key = env.keys(path)
+    owners = own.owners(key)
+    if len(owners) > 1:
+        owners = own.matching_owners(key) or owners
+    return tuple(d.name for d in owners)
+
+
+def same_bytes(env: Environment, a: str, b: str) -> bool:
+    """Whether two files hold the same bytes (sizes first, then sha256, through the scan
+    cache); False when either cannot be read."""
+    try:
+        if os.stat(a).st_size != os.stat(b).st_size:
+            return False
+    except OSError:
+        return False
+    digest = _hash_file(a, "sha256", env.view.cache)
+    return digest is not None and digest == _hash_file(b, "sha256", env.view.cache)
+
+
 def _checked(dist: Distribution) -> Iterator[RecordEntry]:
     """RECORD entries worth checking: with a hash, and not RECORD itself."""
     record = os.path.normpath(os.path.join(dist.metadata_dir, "RECORD"))

@@ -15,6 +15,7 @@ from cudatx.cli.options import (
     F,
     UvSource,
     change_options,
+    planning,
     target_options,
     uv_options,
 )
@@ -22,7 +23,7 @@ from cudatx.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from cudatx.environment import Environment
-    from cudatx.planning.change import Proposal
+    from cudatx.planning.change import Planning, Proposal
 
 
 def _command_line(
@@ -34,6 +35,15 @@ def _command_line(
         for value in values:
             words += [flag, value]
     return shlex.join(words)
+
+
+def _planning(request: ChangeRequest, source: UvSource) -> Planning:
+    return planning(
+        source,
+        repair=request.repair,
+        check_requirements=request.check_requirements,
+        strict=request.strict,
+    )
 
 
 def _carry_out(
@@ -114,13 +124,7 @@ def remove(
     with scanned(python, ld_library_path) as env:
         if not request.dry_run:
             refuse_if_interrupted_at(env.target.prefix)
-        proposal = propose_removal(
-            env,
-            specs,
-            requirement_files,
-            repair=request.repair,
-            check_requirements=request.check_requirements,
-        )
+        proposal = propose_removal(env, specs, requirement_files, _planning(request, source))
         command = _command_line("remove", specs, ("-r", requirement_files))
         return _carry_out(env, proposal, command, python, request, source)
 
@@ -136,20 +140,11 @@ def _propose_and_carry_out(
 ) -> int:
     from cudatx.planning.change import propose
     from cudatx.txn.rollback import refuse_if_interrupted_at
-    from cudatx.uv import find_uv
 
     with scanned(python, ld_library_path) as env:
         if not request.dry_run:
             refuse_if_interrupted_at(env.target.prefix)
-        proposal = propose(
-            env,
-            find_uv(source.uv),
-            uv_command,
-            args,
-            source.options.args(),
-            repair=request.repair,
-            check_requirements=request.check_requirements,
-        )
+        proposal = propose(env, uv_command, args, _planning(request, source))
         return _carry_out(env, proposal, command, python, request, source)
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import click
 
 from cudatx.cli.app import scanned
-from cudatx.cli.options import UvSource, json_option, target_options, uv_options
+from cudatx.cli.options import (
+    UvSource,
+    json_option,
+    planning,
+    strict_option,
+    target_options,
+    uv_options,
+)
 from cudatx.errors import EnvironmentNotFound, ExitCode
 
 
@@ -32,6 +39,7 @@ from cudatx.errors import EnvironmentNotFound, ExitCode
     is_flag=True,
     help="Fail (exit 3) when there is no environment to check, instead of skipping.",
 )
+@strict_option
 @uv_options
 @target_options
 @json_option("the results")
@@ -40,6 +48,7 @@ def check_requirements(
     extras: tuple[str, ...],
     mode: str,
     require_env: bool,
+    strict: bool,
     python: str | None,
     ld_library_path: str | None,
     as_json: bool,
@@ -53,7 +62,6 @@ def check_requirements(
     from cudatx.discover.target import hook_target
     from cudatx.planning.checkreq import check_file
     from cudatx.render import checkreq as render
-    from cudatx.uv import find_uv
 
     if not files:
         return 0
@@ -67,12 +75,9 @@ def check_requirements(
             raise EnvironmentNotFound(message)
         click.echo(f"cudatx: {message}; skipped", err=True)
         return 0
+    how = planning(source, repair=False, check_requirements=True, strict=strict)
     with scanned(chosen, ld_library_path, echo=False) as env:
-        uv = find_uv(source.uv)
-        options = source.options.args()
-        checks = [
-            check_file(env, uv, f, extras=extras, uv_options=options, mode=mode) for f in files
-        ]
+        checks = [check_file(env, f, how, extras=extras, mode=mode) for f in files]
     if as_json:
         click.echo(render.to_json(checks))
     else:

@@ -11,6 +11,7 @@ import click
 from cudatx.errors import CudatxError
 
 if TYPE_CHECKING:
+    from cudatx.planning.change import Planning
     from cudatx.uv import UvOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -148,7 +149,31 @@ class ChangeRequest(NamedTuple):
     verify: str | None
     repair: bool
     check_requirements: bool
+    strict: bool
     as_json: bool
+
+
+def strict_option(command: F) -> F:
+    return click.option(
+        "--strict",
+        is_flag=True,
+        help="Count what only a soname-shaped string in .rodata says is loaded (may fail at "
+        "run time) in the verdict too.",
+    )(command)
+
+
+def planning(source: UvSource, *, repair: bool, check_requirements: bool, strict: bool) -> Planning:
+    """How the core plans, from the command line: the verdict's options, and uv (looked up
+    only once a plan needs it) with where it finds wheels."""
+    from cudatx.planning.change import Planning
+    from cudatx.planning.plan import PlanOptions
+    from cudatx.uv import find_uv
+
+    return Planning(
+        options=PlanOptions(repair=repair, check_requirements=check_requirements, strict=strict),
+        uv=lambda: find_uv(source.uv),
+        uv_options=tuple(source.options.args()),
+    )
 
 
 def change_options(command: F) -> F:
@@ -166,6 +191,7 @@ def change_options(command: F) -> F:
         verify: str | None,
         repair: bool,
         no_requirements_check: bool,
+        strict: bool,
         as_json: bool,
         **kwargs: Any,
     ) -> Any:
@@ -177,6 +203,7 @@ def change_options(command: F) -> F:
             verify=verify,
             repair=repair,
             check_requirements=not no_requirements_check,
+            strict=strict,
             as_json=as_json,
         )
         return run(*args, request=request, **kwargs)
@@ -211,6 +238,7 @@ def change_options(command: F) -> F:
                 is_flag=True,
                 help="Leave unmet Requires-Dist out of the verdict.",
             ),
+            strict_option,
             json_option("the plan"),
         ],
     )

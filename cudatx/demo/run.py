@@ -8,7 +8,7 @@ from pathlib import Path
 from cudatx.analysis.doctor import DoctorReport, diagnose
 from cudatx.analysis.why import WhyReport, explain
 from cudatx.demo.build import DemoEnv, build_demo
-from cudatx.planning.change import propose_removal
+from cudatx.planning.change import Planning, propose_removal
 from cudatx.planning.models import Plan
 from cudatx.scan import scan
 
@@ -29,7 +29,7 @@ def run_demo(folder: Path, *, compiler: str | None) -> DemoRun:
     """Build the demo environment in `folder`, then run doctor, why and a removal's plan."""
     built = build_demo(folder, compiler=compiler)
     env = scan(str(built.venv), ld_library_path=None)
-    plan = propose_removal(env, (REMOVE,), (), repair=False, check_requirements=True).plan
+    plan = propose_removal(env, (REMOVE,), (), Planning()).plan
     return DemoRun(
         built=built,
         sites=env.target.site_packages,

@@ -8,18 +8,25 @@ carries it out.
 
 from __future__ import annotations
 
+import os
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
+from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
 from cudatx.errors import NotInEnvironment
 from cudatx.models import Distribution
 from cudatx.planning.models import Plan
-from cudatx.planning.plan import plan_change
+from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
-from cudatx.planning.stage import ask_uv, stage
-from cudatx.uv import UvFailed
+from cudatx.planning.stage import Arrival, ask_uv, stage
+from cudatx.uv import UvFailed, find_uv
+
+
+def find_uv_default() -> str:
+    """The uv package's binary."""
+    return find_uv(None)
 
 
 @dataclass(frozen=True)
@@ -50,32 +57,48 @@ def _with_repairs(env: Environment, plan: Plan, change: Change) -> Proposal:
     return Proposal(plan, Change(change.removing, change.installing, reinstalling))
 
 
+@dataclass(frozen=True)
+class Planning:
+    """How to plan: the verdict's options, and where uv finds the wheels a plan stages."""
+
+    options: PlanOptions = field(default_factory=PlanOptions)
+    uv: Callable[[], str] = find_uv_default  # the uv binary, looked up when first needed
+    uv_options: tuple[str, ...] = ()  # uv's words for where wheels come from
+
+
+def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
+    """The planning's options, with repairs staging the reinstalled wheels under `folder`."""
+
+    def stage_reinstalls(fixes: tuple[Distribution, ...]) -> tuple[Distribution, ...]:
+        wanted = [Arrival(d.name, reinstall_spec(d)) for d in fixes]
+        prefix, site = env.target.prefix, env.target.install_site
+        into = os.path.join(folder, "repair")
+        staged = stage(planning.uv(), prefix, site, wanted, into, planning.uv_options)
+        missing = {d.name for d in fixes} - {d.name for d in staged}
+        if missing:
+            raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")
+        return staged
+
+    return replace(planning.options, stage=stage_reinstalls)
+
+
 def propose_removal(
     env: Environment,
     specs: tuple[str, ...],
     requirement_files: tuple[str, ...],
-    *,
-    repair: bool,
-    check_requirements: bool,
+    planning: Planning,
 ) -> Proposal:
     """Plan removing what SPECs and -r files name (cudatx.planning.selection)."""
     chosen = select(env, specs, requirement_files)
-    plan = plan_change(env, chosen, (), repair=repair, check_requirements=check_requirements)
+    with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
+        plan = plan_change(env, chosen, (), _options(env, planning, folder))
     return _with_repairs(env, plan, Change(chosen))
 
 
-def propose(
-    env: Environment,
-    uv: str,
-    command: str,
-    args: Sequence[str],
-    uv_options: Sequence[str],
-    *,
-    repair: bool,
-    check_requirements: bool,
-) -> Proposal:
+def propose(env: Environment, command: str, args: Sequence[str], planning: Planning) -> Proposal:
     """Plan `uv pip COMMAND ARGS` (install or sync) for `env`, changing nothing in it."""
-    asked = ask_uv(uv, env.target.prefix, command, [*uv_options, *args])
+    uv = planning.uv()
+    asked = ask_uv(uv, env.target.prefix, command, [*planning.uv_options, *args])
     removing = []
     for name, version in asked.leaving:
         dist = env.distribution(name)
@@ -84,17 +107,13 @@ def propose(
         removing.append(dist)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         site = env.target.install_site
-        installing = stage(uv, env.target.prefix, site, asked.arriving, folder, uv_options)
+        into = os.path.join(folder, "install")
+        installing = stage(uv, env.target.prefix, site, asked.arriving, into, planning.uv_options)
         missing = {a.name for a in asked.arriving} - {d.name for d in installing}
         if missing:
             raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")
-        plan = plan_change(
-            env,
-            tuple(removing),
-            installing,
-            repair=repair,
-            check_requirements=check_requirements,
-        )
+        options = _options(env, planning, folder)
+        plan = plan_change(env, tuple(removing), installing, options)
     specs = {a.name: a.spec for a in asked.arriving}
     change = Change(tuple(removing), tuple((d, specs[d.name]) for d in installing))
     return _with_repairs(env, plan, change)

@@ -14,13 +14,14 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 
 from cudatx.environment import Environment
 from cudatx.errors import CudatxError
 from cudatx.models import Frozen
-from cudatx.planning.change import propose
+from cudatx.planning.change import Planning, propose
 from cudatx.planning.models import Plan
-from cudatx.planning.plan import plan_change
+from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.reqfiles import Pin, RequirementsFile, read_requirements
 
 # What `uv pip sync` keeps though a file does not list it (seen with uv 0.13.9: a freeze
@@ -143,11 +144,10 @@ def _fix(check_path: str, plan: Plan, blame: tuple[Blame, ...], mode: str) -> tu
 
 def check_file(
     env: Environment,
-    uv: str,
     path: str,
+    planning: Planning,
     *,
     extras: tuple[str, ...],
-    uv_options: Sequence[str],
     mode: str = "auto",
 ) -> FileCheck:
     """`mode`: "sync", "install", or "auto" (sync for a lock, or for a file of pins that,
@@ -164,13 +164,14 @@ def check_file(
         complete = _complete(env, [f for f in (now, before) if f is not None])
         mode = "sync" if complete else "install"
     if mode == "install" and not now.entries:
-        plan = plan_change(env, (), (), repair=False)  # nothing to install: nothing changes
+        plan = plan_change(env, (), (), PlanOptions())  # nothing to install: nothing changes
     else:
         with tempfile.TemporaryDirectory(prefix="cudatx-check-") as folder:
             written = _write(now.entries, folder)
             args = [written] if mode == "sync" else ["-r", written]
-            options = [*uv_options, *now.options]
-            plan = propose(env, uv, mode, args, options, repair=False, check_requirements=True).plan
+            # The file's own options (`--index-url` in a requirements file) come with it.
+            uv_options = (*planning.uv_options, *now.options)
+            plan = propose(env, mode, args, replace(planning, uv_options=uv_options)).plan
     blame = _blame(plan, now, before)
     return FileCheck(
         path=path,

@@ -13,6 +13,7 @@ import os
 from collections.abc import Set
 
 from cudatx.analysis.cuda import cuda_major_of_file, mixed_majors
+from cudatx.analysis.ownership import byte_owners, same_bytes
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Evidence, Resolution
 from cudatx.paths import soname_stem
@@ -74,9 +75,14 @@ def diff(
     reinstalling: tuple[Distribution, ...],
     check_requirements: bool,
     installing: tuple[Distribution, ...] = (),
+    *,
+    restaged: tuple[Distribution, ...] = (),
+    strict: bool = False,
 ) -> Plan:
-    arriving = {d.name for d in installing}
-    written = arrivals(env, installing).keys()
+    """`installing`: the staged distributions arriving; `restaged`: the staged copies of
+    `reinstalling`, where the simulation put their wheels' bytes (an exact repair)."""
+    arriving = {d.name for d in (*installing, *restaged)}
+    written = arrivals(env, (*installing, *restaged)).keys()
     removed = {d.name for d in removing} - {d.name for d in reinstalling} - arriving
     old = _edges(env)
     new = old if after.loads is env.loads else _edges(after)  # not replayed: the same
@@ -115,11 +121,14 @@ def diff(
             broken[group][1].append(root)
         elif a.path and b.path and group not in rebound:
             same = env.keys(a.path) == env.keys(b.path)
-            replaced = same and after.view.real(a.path) != a.path
+            real = after.view.real(a.path)
+            # A staged file at the same path rebinds only if its bytes differ: reinstalling a
+            # distribution over its own bytes changes nothing the loader sees.
+            replaced = same and real != a.path and not same_bytes(env, a.path, real)
             if same and not replaced:
                 continue
-            info = after.view.probe(a.path).info
-            major = cuda_major_of_file(after, a.path, info)
+            major = cuda_major_of_file(after, a.path, after.view.probe(a.path).info)
+            major_before = cuda_major_of_file(env, b.path, env.view.probe(b.path).info)
             owners = _owner_names(after, a.path)
             if replaced:  # other bytes at the same path: they are the arriving owner's
                 owners = tuple(n for n in owners if n in arriving) or owners
@@ -130,7 +139,9 @@ def diff(
                 evidence=evidence,
                 provider_before=b.path,
                 provider_after=a.path,
+                provider_before_owners=byte_owners(env, b.path),
                 provider_after_owners=owners,
+                cuda_major_before=major_before.major if major_before else None,
                 cuda_major_after=major.major if major else None,
             )
     # A need that did not exist before and fails now is broken, unless the same object
@@ -201,17 +212,22 @@ def diff(
         preexisting.setdefault(what, Preexisting(kind="requirement", what=what))
     if not check_requirements:
         requirements = []
-    edges = tuple(
+    every = [
         b.model_copy(update={"roots": tuple(sorted(set(roots)))}) for b, roots in broken.values()
-    )
+    ]
+    edges = tuple(b for b in every if b.evidence.decisive)
+    at_risk = tuple(b for b in every if not b.evidence.decisive)
     mixed_before = {(m.soname, env.keys(m.needed_by)) for m in mixed_majors(env)}
     mixed = tuple(
         m for m in mixed_majors(after) if (m.soname, env.keys(m.needed_by)) not in mixed_before
     )
     safe = not edges and not broken_roots and not requirements and not mixed
+    safe = safe and not (strict and at_risk)
     return Plan(
+        at_risk=at_risk,
+        strict=strict,
         left_hollow=_left_hollow(env, removing, reinstalling, written),
-        overwritten=_overwritten(env, after, removing, installing, written),
+        overwritten=_overwritten(env, after, (*removing, *reinstalling), installing, written),
         mixed=mixed,
         prefix=env.target.prefix,
         safe=safe,

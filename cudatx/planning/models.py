@@ -41,7 +41,9 @@ class Rebound(Frozen):
     evidence: Evidence
     provider_before: str
     provider_after: str
-    provider_after_owners: tuple[str, ...]
+    provider_before_owners: tuple[str, ...]  # whose bytes were there (a co-owned path: the
+    provider_after_owners: tuple[str, ...]  # owners whose RECORD hash matches them)
+    cuda_major_before: int | None
     cuda_major_after: int | None
 
 
@@ -57,7 +59,9 @@ class Preexisting(Frozen):
 
 class Repair(Frozen):
     reinstall: tuple[NameVersion, ...]
-    safe: bool
+    # None: not checked, since the reinstall restores other bytes than those on disk now;
+    # `--repair` stages its wheels and checks it with their bytes
+    safe: bool | None
 
 
 class Plan(Frozen):
@@ -77,6 +81,10 @@ class Plan(Frozen):
     # effective owner changes
     overwritten: tuple[NameVersion, ...] = ()
     mixed: tuple[Mixed, ...] = ()  # torch would resolve a library built for another CUDA major
+    # would break, on weak evidence only (a soname-shaped string in .rodata): listed as "may
+    # fail at run time", counted in `safe` only with `strict`
+    at_risk: tuple[Broken, ...] = ()
+    strict: bool = False
     preexisting: tuple[Preexisting, ...]
     repair: Repair | None  # a repair that would help, when the plan does not include it
     notes: tuple[str, ...]

@@ -3,21 +3,36 @@ anything is touched, and the repair that would restore what co-owners lose.
 
 The environment is simulated after the change (cudatx.planning.simulate) and the two are
 compared (cudatx.planning.diff). Where the removal deletes paths that a distribution which
-stays lists too, reinstalling that distribution is simulated as well (`--repair`).
+stays lists too, reinstalling that distribution is simulated as well (`--repair`), with the
+bytes of its own wheel, staged as uv would reinstall it.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-from cudatx.analysis.ownership import co_owned
+from cudatx.analysis.ownership import Ownership
 from cudatx.discover.confinement import Outside, outside
 from cudatx.environment import Environment
 from cudatx.models import Distribution
 from cudatx.planning.diff import diff
-from cudatx.planning.models import Plan, Repair
-from cudatx.planning.simulate import simulate
+from cudatx.planning.models import Plan, Repair, name_version
+from cudatx.planning.simulate import record_keys, simulate
+from cudatx.uv import UvFailed
+
+Stager = Callable[[tuple[Distribution, ...]], tuple[Distribution, ...]]
+"""Stages the wheels of installed distributions (cudatx.planning.stage): their copies as
+uv would reinstall them, `site` the staging folder; raises UvFailed when one cannot be had."""
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    repair: bool = False  # also reinstall what the change leaves hollow
+    check_requirements: bool = True  # unmet Requires-Dist count in the verdict
+    strict: bool = False  # weak evidence (strings in .rodata) counts in the verdict too
+    stage: Stager | None = None  # how a repair gets the bytes it reinstalls
 
 
 def _repairs(
@@ -34,27 +49,16 @@ def _repairs(
     return tuple(d for d in env.distributions if d.name in names)
 
 
-def plan_removal(
-    env: Environment,
-    removing: tuple[Distribution, ...],
-    *,
-    repair: bool,
-    check_requirements: bool = True,
-) -> Plan:
-    return plan_change(env, removing, (), repair=repair, check_requirements=check_requirements)
-
-
 def plan_change(
     env: Environment,
     removing: tuple[Distribution, ...],
     installing: tuple[Distribution, ...],
-    *,
-    repair: bool,
-    check_requirements: bool = True,
+    options: PlanOptions,
 ) -> Plan:
-    """Plan uninstalling `removing` and installing `installing` (staged, see cudatx.planning.stage);
-    with `repair`, also reinstalling what the uninstall would leave hollow."""
-    plan = _change(env, removing, installing, repair=repair, check_requirements=check_requirements)
+    """Plan uninstalling `removing` and installing `installing` (staged, see
+    cudatx.planning.stage); with `options.repair`, also reinstalling what the uninstall
+    would leave hollow."""
+    plan = _change(env, removing, installing, options)
     # RECORD entries that lead out of the environment are left alone (cudatx.txn.confine).
     names = {p.name for p in plan.reinstall}
     touched = (*removing, *(d for d in env.distributions if d.name in names))
@@ -66,40 +70,59 @@ def _change(
     env: Environment,
     removing: tuple[Distribution, ...],
     installing: tuple[Distribution, ...],
-    *,
-    repair: bool,
-    check_requirements: bool,
+    options: PlanOptions,
 ) -> Plan:
+    checks, strict = options.check_requirements, options.strict
     after = simulate(env, removing, (), installing)
-    plain = diff(env, after, removing, (), check_requirements, installing)
+    plain = diff(env, after, removing, (), checks, installing, strict=strict)
     fixes = _repairs(env, plain, removing)
     if not fixes:
         return plain
-    after = simulate(env, removing, fixes, installing)
-    repaired = diff(env, after, removing, fixes, check_requirements, installing)
-    note = _bytes_note(env, fixes, removing)
-    if repair:
-        return repaired.model_copy(update={"notes": repaired.notes + note})
-    return plain.model_copy(
-        update={"repair": Repair(reinstall=repaired.reinstall, safe=repaired.safe)}
-    )
+    if not options.repair:
+        # A suggestion: checked here only where the bytes the reinstall restores are the
+        # ones on disk now; otherwise `--repair` stages the wheels and checks it.
+        if _restores_other_bytes(env, fixes, removing):
+            return plain.model_copy(
+                update={"repair": Repair(reinstall=tuple(map(name_version, fixes)), safe=None)}
+            )
+        after = simulate(env, removing, fixes, installing)
+        repaired = diff(env, after, removing, fixes, checks, installing, strict=strict)
+        return plain.model_copy(
+            update={"repair": Repair(reinstall=repaired.reinstall, safe=repaired.safe)}
+        )
+    if options.stage is None:
+        raise ValueError("a repair needs a way to stage the wheels it reinstalls")
+    try:
+        staged = options.stage(fixes)
+    except UvFailed as exc:
+        names = ", ".join(f"{d.name}=={d.version}" for d in fixes)
+        note = f"the repair reinstalls {names}, whose wheels cannot be had: {exc.message}"
+        return plain.model_copy(
+            update={
+                "safe": False,
+                "reinstall": tuple(map(name_version, fixes)),
+                "notes": (*plain.notes, note),
+            }
+        )
+    # A reinstall is an uninstall and an install of the staged copy: its bytes, not the
+    # ones on disk, are what the loader meets afterwards.
+    after = simulate(env, (*removing, *fixes), (), (*installing, *staged))
+    return diff(env, after, removing, fixes, checks, installing, restaged=staged, strict=strict)
 
 
-def _bytes_note(
+def _restores_other_bytes(
     env: Environment, fixes: tuple[Distribution, ...], removing: tuple[Distribution, ...]
-) -> tuple[str, ...]:
-    """Say so where a reinstall brings back bytes other than those on disk now."""
-    removing_names = {d.name for d in removing}
-    fix_names = {d.name for d in fixes}
-    others: dict[str, set[str]] = defaultdict(set)
-    for c in co_owned(env):
-        if c.effective_owner in removing_names and fix_names & {n for n, _ in c.owners}:
-            others[c.effective_owner].add(c.path)
-    return tuple(
-        f"{len(paths)} shared paths now hold {owner}'s bytes; the reinstall restores the "
-        "other owner's, which were simulated with the bytes on disk now"
-        for owner, paths in others.items()
-    )
+) -> bool:
+    """Whether a fix's reinstall would put back other bytes than those on disk: a path it
+    shares with what leaves holds bytes its RECORD does not name."""
+    own = Ownership(env)
+    leaving = set().union(*(record_keys(env, d) for d in removing))
+    for fix in fixes:
+        for entry in fix.records:
+            key = env.keys(os.path.join(fix.site, entry.path))
+            if key in leaving and own.matches(key, entry) is False:
+                return True
+    return False
 
 
 def _outside_note(found: Iterable[Outside]) -> tuple[str, ...]:

@@ -1,23 +1,67 @@
-"""A plan in uv's shape (Would uninstall / Would install / Would break) and as JSON."""
+"""A plan as text (the verdict first, then what would change, in uv's words) and as JSON."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
 from cudatx.paths import display_path as shown
-from cudatx.planning.models import Broken, NameVersion, Plan
+from cudatx.planning.models import Broken, NameVersion, Plan, Rebound
+
+_SHOWN_NAMES = 4  # a group of rebinds names this many sonames, then counts the rest
 
 
 def to_json(plan: Plan) -> str:
     return plan.model_dump_json(indent=2)
 
 
-def _packages(
-    verb: str, items: tuple[NameVersion, ...], why: str = "", sign: str = "-"
-) -> list[str]:
-    noun = "package" if len(items) == 1 else "packages"
-    lines = [f"Would {verb} {len(items)} {noun}{why}"]
-    lines += [f" {sign} {p.name}=={p.version}" for p in items]
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def verdict(plan: Plan) -> str:
+    """One line: safe, or what would stop working."""
+    if plan.safe:
+        return "Safe: nothing that loads now would stop loading."
+    parts = []
+    if plan.broken_roots:
+        parts.append(_count(len(plan.broken_roots), "import") + " would fail")
+    if plan.broken:
+        parts.append(_count(len({b.soname for b in plan.broken}), "library") + " would not load")
+    if plan.mixed:
+        parts.append(
+            "torch would load " + _count(len(plan.mixed), "library") + " of another CUDA major"
+        )
+    if plan.requirements_broken:
+        parts.append(_count(len(plan.requirements_broken), "requirement") + " would be unmet")
+    if plan.strict and plan.at_risk:
+        parts.append(_count(len({b.soname for b in plan.at_risk}), "run-time load") + " may fail")
+    if not parts and plan.notes:
+        parts.append(plan.notes[-1])
+    return "Unsafe: " + "; ".join(parts) + "."
+
+
+def _packages(plan: Plan) -> list[str]:
+    """What uv would do: an upgrade or downgrade on one line, as `name old -> new`."""
+    arriving = {p.name: p for p in plan.install}
+    leaving = {p.name: p for p in plan.remove}
+    changed = [(leaving[n], arriving[n]) for n in leaving if n in arriving]
+    removed = [p for p in plan.remove if p.name not in arriving]
+    added = [p for p in plan.install if p.name not in leaving]
+    lines: list[str] = []
+
+    def section(verb: str, items: list[NameVersion], sign: str, why: str = "") -> None:
+        if items:
+            lines.append(f"Would {verb} {_count(len(items), 'package')}{why}")
+            lines.extend(f" {sign} {p.name}=={p.version}" for p in items)
+
+    section("uninstall", removed, "-")
+    if changed:
+        lines.append(f"Would change {_count(len(changed), 'package')}")
+        lines.extend(f" ~ {old.name} {old.version} -> {new.version}" for old, new in changed)
+    section("install", added, "+")
+    section("reinstall", list(plan.reinstall), "-", " (--no-deps, restoring their own files)")
+    if not lines:
+        lines.append("Would uninstall 0 packages")
     return lines
 
 
@@ -36,24 +80,68 @@ def _broken(by_soname: dict[str, list[Broken]], sites: tuple[str, ...]) -> list[
     return lines
 
 
+def _grouped(items: tuple[Broken, ...]) -> dict[str, list[Broken]]:
+    by_soname: dict[str, list[Broken]] = defaultdict(list)
+    for b in items:
+        by_soname[b.soname].append(b)
+    return by_soname
+
+
+def _rebinds(rebound: tuple[Rebound, ...], sites: tuple[str, ...]) -> list[str]:
+    """Rebinds where the provider changes distribution or CUDA major, by new provider (a
+    few one line each, many in one line); the rest (another file of the same distributions)
+    counted in one line."""
+    moves: dict[tuple[tuple[str, ...], int | None], list[Rebound]] = defaultdict(list)
+    same = 0
+    for rb in rebound:
+        moved = set(rb.provider_after_owners) != set(rb.provider_before_owners)
+        if moved or rb.cuda_major_after != rb.cuda_major_before:
+            moves[(rb.provider_after_owners, rb.cuda_major_after)].append(rb)
+        else:
+            same += 1
+    lines = []
+    if moves:
+        lines.append("Would rebind (the loader would find another build):")
+    for (owners, major), group in moves.items():
+        build = f", CUDA {major}" if major is not None else ""
+        who = ", ".join(owners) or "no distribution"
+        if len(group) <= _SHOWN_NAMES:
+            for rb in group:
+                path = shown(rb.provider_after, sites)
+                lines.append(
+                    f"  {rb.soname} for {shown(rb.needed_by, sites)}: {path} ({who}'s{build})"
+                )
+            continue
+        names = list(dict.fromkeys(rb.soname for rb in group))
+        text = ", ".join(names[:_SHOWN_NAMES])
+        if len(names) > _SHOWN_NAMES:
+            text += f" and {len(names) - _SHOWN_NAMES} more"
+        lines.append(
+            f"  {_count(len(group), 'need')} ({text}): to {who}'s{build} (--json lists them)"
+        )
+    if same:
+        lines.append(
+            f"Would rebind {_count(same, 'need')} to other files of the same distributions "
+            "(--json lists them)"
+        )
+    return lines
+
+
 def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
     """`command` is the cudatx command line that made the plan, without --dry-run."""
-    lines = _packages("uninstall", plan.remove) if plan.remove or not plan.install else []
-    if plan.install:
-        lines += _packages("install", plan.install, sign="+")
-    if plan.reinstall:
-        lines += _packages("reinstall", plan.reinstall, " (--no-deps, restoring their own files)")
-    by_soname: dict[str, list[Broken]] = defaultdict(list)
-    for b in plan.broken:
-        by_soname[b.soname].append(b)
-    if by_soname or plan.broken_roots:
+    lines = [verdict(plan), *_packages(plan)]
+    if plan.broken or plan.broken_roots:
         lines.append("Would break:")
-        lines += _broken(by_soname, sites)
+        lines += _broken(_grouped(plan.broken), sites)
         for r in plan.broken_roots:
             lines.append(
                 f"  import of {shown(r.root, sites)} [{r.dist or '-'}] would fail: "
                 f"{r.first_missing} not found"
             )
+    if plan.at_risk:
+        counted = "counted: --strict" if plan.strict else "not counted without --strict"
+        lines.append(f"May fail at run time (named only by strings in .rodata; {counted}):")
+        lines += _broken(_grouped(plan.at_risk), sites)
     if plan.requirements_broken:
         lines.append("Would leave requirements unmet:")
         lines += [f"  {r.dist} requires {r.requirement}" for r in plan.requirements_broken]
@@ -72,31 +160,21 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             "Would overwrite shared paths of (still installed, their RECORD names other bytes):"
         )
         lines += [f" ~ {p.name}=={p.version}" for p in plan.overwritten]
-    if plan.rebound:
-        lines.append("Would rebind (the loader finds another file):")
-        for rb in plan.rebound:
-            major = f", CUDA {rb.cuda_major_after}" if rb.cuda_major_after else ""
-            if rb.provider_after == rb.provider_before:
-                owners = ", ".join(rb.provider_after_owners)
-                where = f"{shown(rb.provider_after, sites)} with {owners}'s bytes"
-            else:
-                where = shown(rb.provider_after, sites)
-            lines.append(f"  {rb.soname} for {shown(rb.needed_by, sites)}: {where}{major}")
+    lines += _rebinds(plan.rebound, sites)
     if plan.preexisting:
         lines.append(
             f"Already broken before this change (not counted): {len(plan.preexisting)} "
             "(see `cudatx doctor`)"
         )
     lines += [f"note: {n}" for n in plan.notes]
-    if plan.safe:
-        lines.append("Safe: nothing that loads now would stop loading.")
-    else:
-        lines.append("Unsafe.")
     if plan.repair is not None:
-        verdict = "safe" if plan.repair.safe else "still unsafe"
+        if plan.repair.safe is None:
+            check = "that dry run checks it with the reinstalled wheels' bytes"
+        else:
+            check = "safe" if plan.repair.safe else "still unsafe"
         names = ", ".join(p.name for p in plan.repair.reinstall)
         lines.append(
             f"Suggested: {command} --dry-run --repair  "
-            f"(reinstalls {names} after the removal; {verdict})"
+            f"(reinstalls {names} after the removal; {check})"
         )
     return "\n".join(lines) + "\n"

@@ -23,6 +23,7 @@ def verify(plan: Plan, change: Change, before: Environment, after: Environment) 
         change.reinstalling,
         plan.requirements_checked,
         change.staged,
+        strict=plan.strict,
     )
     predicted = {(b.needed_by, b.soname) for b in plan.broken}
     surprises = [b for b in actual.broken if (b.needed_by, b.soname) not in predicted]

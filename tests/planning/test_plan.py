@@ -36,7 +36,8 @@ from zipfile import ZipFile
 import pytest
 
 from cudatx.discover.catalog import load_catalog
-from cudatx.planning.plan import plan_removal
+from cudatx.planning.change import Planning, propose_removal
+from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
 from cudatx.scan import scan
 from tests.support import (
@@ -85,6 +86,8 @@ PLAN_KEYS = {
     "left_hollow",
     "overwritten",
     "mixed",
+    "at_risk",
+    "strict",
     "preexisting",
     "repair",
     "notes",
@@ -360,6 +363,7 @@ def plan_of(venv: Path, *args: str | os.PathLike[str], cwd: Path, rc: int) -> di
         and not plan["broken_roots"]
         and not plan["requirements_broken"]
         and not plan["mixed"]
+        and not (plan["strict"] and plan["at_risk"])
     )
     assert rc == (0 if plan["safe"] else 1)
     names = [p["name"] for p in plan["remove"]]
@@ -616,9 +620,9 @@ def test_removing_a_pure_python_dist_nothing_requires(sel: Path, work: Path) -> 
     run = remove(sel, "foo-bar", cwd=work)
     assert run.returncode == 0
     assert run.lines == [
+        "Safe: nothing that loads now would stop loading.",
         "Would uninstall 1 package",
         " - foo-bar==1.0",
-        "Safe: nothing that loads now would stop loading.",
     ]
 
 
@@ -649,11 +653,11 @@ def test_removing_a_required_dist_breaks_only_the_requirement(sel: Path, work: P
     run = remove(sel, "needed-lib", cwd=work)
     assert run.returncode == 1
     assert run.lines == [
+        "Unsafe: 1 requirement would be unmet.",
         "Would uninstall 1 package",
         " - needed-lib==1.0",
         "Would leave requirements unmet:",
         f"  user-app requires {LINUX_REQ}",
-        "Unsafe.",
     ]
 
 
@@ -699,9 +703,11 @@ def test_removing_either_cudnn_breaks_the_extension(trap: Path, work: Path, gone
     assert plan["requirements_broken"] == [] and plan["rebound"] == []
     bystander = plan_of(trap, "bystander", cwd=work, rc=0)
     assert _cudnn_run_time_gaps(plan) == _cudnn_run_time_gaps(bystander)
+    # The suggestion is checked here only where the reinstall restores the bytes on disk
+    # (cu12's, installed last); restoring cu13's needs its wheel: `--repair` checks that.
     assert plan["repair"] == {
         "reinstall": [{"name": stay, "version": VERSIONS[stay]}],
-        "safe": True,
+        "safe": True if stay == CU12 else None,
     }
 
 
@@ -713,11 +719,14 @@ def test_repair_reinstalls_the_co_owner(trap: Path, work: Path, gone: str) -> No
     assert plan["reinstall"] == [{"name": stay, "version": VERSIONS[stay]}]
     assert plan["broken"] == [] and plan["broken_roots"] == [] and plan["repair"] is None
     assert plan["preexisting"] == plan_of(trap, "bystander", cwd=work, rc=0)["preexisting"]
-    if gone == CU12:  # cu12 was installed last: the shared paths hold its bytes now
-        (note,) = plan["notes"]
-        assert note.startswith(f"8 shared paths now hold {CU12}'s bytes;"), note
-    else:
-        assert plan["notes"] == []
+    assert plan["notes"] == []
+    # cu12 was installed last: the shared paths hold its bytes now, and the repair restores
+    # cu13's, from its own wheel, staged: the extension rebinds to them.
+    rebound = [r for r in plan["rebound"] if r["soname"] == "libcudnn.so.9"]
+    if gone == CU12:
+        assert [r["provider_after_owners"] for r in rebound] == [[CU13]]
+    else:  # cu12's own bytes go back: nothing rebinds
+        assert rebound == []
 
 
 def test_removing_both_owners_has_nothing_to_repair(trap: Path, work: Path) -> None:
@@ -729,8 +738,8 @@ def test_removing_both_owners_has_nothing_to_repair(trap: Path, work: Path) -> N
     assert plan["repair"] is None
     assert [r["first_missing"] for r in plan["broken_roots"]] == ["libcudnn.so.9"]
     run = remove(trap, "nvidia-cudnn-*", cwd=work)
-    assert run.lines[0] == "Would uninstall 2 packages"
-    assert run.lines[-1] == "Unsafe."
+    assert run.lines[0] == "Unsafe: 1 import would fail; 1 library would not load."
+    assert run.lines[1] == "Would uninstall 2 packages"
     assert not any(ln.startswith("Suggested:") for ln in run.lines)
     # --repair with nothing to reinstall is the same verdict
     assert plan_of(trap, "nvidia-cudnn-*", "--repair", cwd=work, rc=1)["reinstall"] == []
@@ -762,14 +771,16 @@ def test_the_plan_matches_a_real_uninstall_and_the_repair_repairs(
 def test_plan_removal_is_what_the_cli_prints(trap: Path, work: Path) -> None:
     env = scan(os.fspath(trap), ld_library_path=None)
     chosen = select(env, (CU12,))
-    plain = plan_removal(env, chosen, repair=False)
-    repaired = plan_removal(env, chosen, repair=True)
+    plain = plan_change(env, chosen, (), PlanOptions(repair=False))
+    repaired = propose_removal(env, (CU12,), (), Planning(PlanOptions(repair=True))).plan
     assert plain.model_dump(mode="json") == plan_of(trap, CU12, cwd=work, rc=1)
     assert repaired.model_dump(mode="json") == plan_of(trap, CU12, "--repair", cwd=work, rc=0)
     assert plain.repair is not None
-    assert (plain.repair.reinstall, plain.repair.safe) == (repaired.reinstall, repaired.safe)
+    # cu12's bytes are on disk: the suggestion restores cu13's, checked only with --repair
+    assert plain.repair.reinstall == repaired.reinstall and plain.repair.safe is None
+    assert repaired.safe
     # the environment is a value: planning twice gives the same plan
-    assert plan_removal(env, chosen, repair=False) == plain
+    assert plan_change(env, chosen, (), PlanOptions(repair=False)) == plain
 
 
 # --------------------------------------------------------------------------------------
@@ -793,8 +804,8 @@ def test_a_library_found_further_down_the_rpath_is_rebound(
     assert rebound["cuda_major_after"] == 13  # nvidia/cu13/lib
     run = remove(rebind, "vend-a", cwd=work)
     assert run.returncode == 0
-    assert "Would rebind (the loader finds another file):" in run.lines
-    assert run.lines[-1] == "Safe: nothing that loads now would stop loading."
+    assert "Would rebind (the loader would find another build):" in run.lines
+    assert run.lines[0] == "Safe: nothing that loads now would stop loading."
     # reality agrees: the import still works, from vend-b's file
     copy = _copy(rebind, tmp_path)
     uv_uninstall(copy, ["vend-a"])
@@ -828,7 +839,7 @@ def test_an_extension_broken_before_is_not_blamed(rebind: Path, work: Path) -> N
         assert "libnobody.so.7" in kinds["edge"] and DEAD_EXT in kinds["edge"]
     run = remove(rebind, "bystander", cwd=work)
     assert "Already broken before this change (not counted): 2 (see `cudatx doctor`)" in run.lines
-    assert run.lines[-1] == "Safe: nothing that loads now would stop loading."
+    assert run.lines[0] == "Safe: nothing that loads now would stop loading."
 
 
 def test_a_lost_need_of_an_extension_broken_before_is_not_unsafe(rebind: Path, work: Path) -> None:
@@ -849,23 +860,23 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
     run = remove(trap, spec, cwd=work)
     assert run.returncode == 1, run.stderr
     lines = run.lines
-    assert lines[:4] == [
+    assert lines[:5] == [
+        "Unsafe: 1 import would fail; 1 library would not load.",
         "Would uninstall 1 package",
         f" - {CU12}=={CU12_VERSION}",
         "Would break:",
         "  libcudnn.so.9",
     ]
-    assert lines[4] == f"    needed by {CUDNN_EXT} [cudnnuser] (DT_NEEDED)"
-    assert lines[5].startswith("    was ") and lines[5].endswith(f"[{CU12}, {CU13}]")
-    assert lines[6] == "    " + HOLLOW_REASON.format(gone=CU12, stay=CU13)
-    assert lines[7:] == [
+    assert lines[5] == f"    needed by {CUDNN_EXT} [cudnnuser] (DT_NEEDED)"
+    assert lines[6].startswith("    was ") and lines[6].endswith(f"[{CU12}, {CU13}]")
+    assert lines[7] == "    " + HOLLOW_REASON.format(gone=CU12, stay=CU13)
+    assert lines[8:] == [
         f"  import of {CUDNN_EXT} [cudnnuser] would fail: libcudnn.so.9 not found",
         "Would leave hollow (installed, but missing files their RECORD lists):",
         f" ! {CU13}=={CU13_VERSION}",
         "Already broken before this change (not counted): 3 (see `cudatx doctor`)",
-        "Unsafe.",
         f"Suggested: cudatx remove 'nvidia-cudnn-cu1[2]' --dry-run --repair  (reinstalls {CU13} "
-        "after the removal; safe)",
+        "after the removal; that dry run checks it with the reinstalled wheels' bytes)",
     ]
     # the suggestion, as a user pastes it (it carries --dry-run while applying is not there)
     command = lines[-1].removeprefix("Suggested: ").split("  (")[0]
@@ -873,14 +884,19 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
     assert argv[:2] == ["cudatx", "remove"]
     after = remove(trap, *argv[2:], cwd=work)
     assert after.returncode == 0, after.stdout
-    assert after.lines == [
+    assert after.lines[:5] == [
+        "Safe: nothing that loads now would stop loading.",
         "Would uninstall 1 package",
         f" - {CU12}=={CU12_VERSION}",
         "Would reinstall 1 package (--no-deps, restoring their own files)",
         f" - {CU13}=={CU13_VERSION}",
+    ]
+    # cu13's own bytes go back over cu12's: the rebinds to them, one line for all eight
+    # libraries of the shared folder (the extension's need and cuDNN's own loads)
+    assert after.lines[5] == "Would rebind (the loader would find another build):"
+    assert after.lines[6].endswith(f"to {CU13}'s, CUDA 13 (--json lists them)"), after.lines
+    assert after.lines[7:] == [
         "Already broken before this change (not counted): 3 (see `cudatx doctor`)",
-        f"note: {plan_of(trap, CU12, '--repair', cwd=work, rc=0)['notes'][0]}",
-        "Safe: nothing that loads now would stop loading.",
     ]
 
 
@@ -888,4 +904,4 @@ def test_text_names_providers_without_dot_dot(trap: Path, rebind: Path, work: Pa
     lines = remove(trap, CU12, cwd=work).lines
     assert f"    was {CUDNN} [{CU12}, {CU13}]" in lines
     lines = remove(rebind, "vend-a", cwd=work).lines
-    assert f"  libshared.so.1 for {RB_EXT}: {SHARED_B}, CUDA 13" in lines
+    assert f"  libshared.so.1 for {RB_EXT}: {SHARED_B} (vend-b's, CUDA 13)" in lines

@@ -96,11 +96,11 @@ def test_a_change_the_replay_never_read_is_not_replayed(
 
     env = scan(str(venv), ld_library_path=None, cwd=venv)
     data = select(env, ("extra-a",))
-    shortcut = planner.plan_removal(env, data, repair=False)
+    shortcut = planner.plan_change(env, data, (), planner.PlanOptions())
     after = simulation.simulate(env, data)
     assert after.loads is env.loads  # not replayed
     library = select(env, ("foo",))
     assert simulation.simulate(env, library).loads is not env.loads
     monkeypatch.setattr(simulation, "_replay_unchanged", lambda *args: False)
     assert simulation.simulate(env, data).loads == env.loads
-    assert planner.plan_removal(env, data, repair=False) == shortcut
+    assert planner.plan_change(env, data, (), planner.PlanOptions()) == shortcut
