@@ -311,6 +311,7 @@ def _rebuild(folder: Path, lock: int) -> bool:
 
 # The modules whose output the cache stores, relative to the package.
 _FINGERPRINTED = (
+    "analysis/requirements.py",
     "cache.py",
     "discover/dists.py",
     "discover/imports.py",

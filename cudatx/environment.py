@@ -153,6 +153,12 @@ class Owners(Mapping[str, tuple[str, ...]]):
             (), self._by_name.keys, _by_name=self._by_name, _without=self._without | names
         )
 
+    def listing(self, name: str) -> tuple[str, ...]:
+        """Names of the distributions whose RECORD lists a file called `name` (anywhere), in
+        distribution order: who meant to provide a library the loader cannot find."""
+        found = dict.fromkeys(owner for owner, _ in self._by_name.paths.get(name, ()))
+        return tuple(n for n in found if n not in self._without)
+
     def get(self, key: str, default: Any = None) -> Any:
         if self._all is not None:  # every key known: doctor asks about every RECORD line
             return self._all.get(key, default)

@@ -162,3 +162,4 @@ class Resolution(Frozen):
     detail: str | None = None
     attempts: tuple[Attempt, ...] = ()
     root: str | None = None  # the load root whose context this resolution belongs to
+    cause: str | None = None  # for a load that failed by another need: the name that failed

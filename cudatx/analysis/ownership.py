@@ -9,7 +9,7 @@ other RECORD entries are checked by existence and size.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,9 @@ class CoOwned(Frozen):
     effective_owner: str | None  # the owner whose RECORD hash matches the bytes on disk now
     present: bool  # the path exists (os.path.lexists)
     matching: tuple[str, ...] = ()  # every owner whose hash matches (several: same bytes)
+    # every owner's RECORD names the same bytes (one hash, or none): a namespace file many
+    # wheels ship, whose bytes need not be read to know whose they are
+    same_record: bool = False
 
 
 class Hollow(Frozen):
@@ -86,13 +89,23 @@ class Ownership:
         return actual == entry.hash_digest.rstrip("=")
 
     def matching_owners(self, key: str) -> tuple[Distribution, ...]:
-        """Owners of a co-owned key whose RECORD hash matches the bytes there now."""
-        out = []
-        for dist in self.owners(key):
-            entry = self.entry(dist, key)
-            if entry is not None and self.matches(key, entry):
-                out.append(dist)
-        return tuple(out)
+        """Owners of a co-owned key whose bytes are there now: those whose RECORD hash
+        matches them, or, where every owner's RECORD gives a size and one alone has the
+        file's, that one without reading it.
+
+        The size rule keeps a scan from hashing gigabytes (cuDNN 12 and 13 differ in size):
+        a file of that owner's size with other bytes is still found, by `hollow`, which
+        hashes every co-owned file its check reaches."""
+        entries = [(d, self.entry(d, key)) for d in self.owners(key)]
+        try:
+            size = os.stat(self.env.view.real(key)).st_size
+        except (OSError, ValueError):
+            return ()
+        if all(e is not None and e.size is not None for _, e in entries):
+            sized = [d for d, e in entries if e is not None and e.size == size]
+            if len(sized) == 1:
+                return (sized[0],)
+        return tuple(d for d, e in entries if e is not None and self.matches(key, e))
 
     def owners(self, key: str) -> tuple[Distribution, ...]:
         names = self.env.owners.get(key, ())
@@ -173,7 +186,13 @@ def co_owned(env: Environment) -> tuple[CoOwned, ...]:
     for key in sorted(k for k, names in env.owners.items() if len(names) > 1):
         owners = tuple(by_name[n] for n in env.owners[key] if n in by_name)
         present = os.path.lexists(key)
-        matching = ctx.matching_owners(key) if present else ()
+        hashes = set()
+        for dist in owners:
+            entry = ctx.entry(dist, key)
+            if entry is not None and entry.hash_digest:
+                hashes.add((entry.hash_algorithm, entry.hash_digest.rstrip("=")))
+        same = len(hashes) <= 1
+        matching = ctx.matching_owners(key) if present and not same else ()
         out.append(
             CoOwned(
                 path=key,
@@ -181,20 +200,25 @@ def co_owned(env: Environment) -> tuple[CoOwned, ...]:
                 effective_owner=matching[0].name if matching else None,
                 matching=tuple(d.name for d in matching),
                 present=present,
+                same_record=same,
             )
         )
     return tuple(out)
 
 
-def hollow(env: Environment) -> tuple[Hollow, ...]:
-    """Distributions with RECORD entries missing on disk, or of the wrong size (or hash).
+def hollow(env: Environment, names: Iterable[str] | None = None) -> tuple[Hollow, ...]:
+    """Distributions (all, or those of `names`) with RECORD entries missing on disk, or of
+    the wrong size (or hash).
 
     Every entry is checked for existence and size; only co-owned paths are hashed, since
     hashing a whole CUDA environment means reading gigabytes.
     """
     ctx = Ownership(env)
+    wanted = None if names is None else set(names)
     out = []
     for dist in env.distributions:
+        if wanted is not None and dist.name not in wanted:
+            continue
         meta = os.path.join(os.path.normpath(dist.metadata_dir), "")
         missing = wrong = total = payload = payload_bad = 0
         examples: list[str] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cudatx.cli.app import scanned
-from cudatx.cli.options import json_option, target_options
+from cudatx.cli.options import json_option, strict_option, target_options
 from cudatx.errors import ExitCode
 
 
@@ -29,15 +29,17 @@ def why(query: str, python: str | None, ld_library_path: str | None, as_json: bo
 
 @click.command()
 @target_options
+@strict_option
 @json_option("the findings")
-def doctor(python: str | None, ld_library_path: str | None, as_json: bool) -> int:
-    """What is already wrong here: libraries that cannot load, hollow or co-owned packages,
-    mixed CUDA majors. Exit 1 when there is an error."""
+def doctor(python: str | None, ld_library_path: str | None, strict: bool, as_json: bool) -> int:
+    """What is already wrong here, by root cause, and the commands that cure it: libraries
+    that cannot load, hollow or co-owned packages, mixed CUDA majors, unmet requirements.
+    Exit 1 when there is an error."""
     from cudatx.analysis.doctor import diagnose
     from cudatx.render import doctor as render
 
     with scanned(python, ld_library_path) as env:
-        report = diagnose(env)
+        report = diagnose(env, strict=strict)
     click.echo(render.to_json(report) if as_json else render.to_text(report), nl=as_json)
     return ExitCode.FINDINGS if report.errors else 0
 

@@ -120,7 +120,13 @@ def _attempt(
     head = done.resolutions[0]
     if failed is not head:
         cause = f"{failed.name} {failed.status.value}, needed by {failed.needed_by}"
-        head = head.model_copy(update={"status": Status.ERROR, "detail": f"cannot load: {cause}"})
+        head = head.model_copy(
+            update={
+                "status": Status.ERROR,
+                "detail": f"cannot load: {cause}",
+                "cause": failed.cause or failed.name,
+            }
+        )
     return [head], failed
 
 

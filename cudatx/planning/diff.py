@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Set
 
+from cudatx.analysis.broken import already_broken
 from cudatx.analysis.cuda import cuda_major_of_file, mixed_majors
 from cudatx.analysis.ownership import byte_owners, same_bytes
 from cudatx.environment import Environment
@@ -90,14 +91,11 @@ def diff(
     failed_before = {env.keys(ld.root) for ld in env.loads if not ld.ok}
     broken: dict[tuple[str, str, Evidence], tuple[Broken, list[str]]] = {}
     rebound: dict[tuple[str, str, Evidence], Rebound] = {}
-    preexisting: dict[str, Preexisting] = {}
     for key, b in old.items():
         root, needer, name, evidence = key
         a = new.get(key)
         if b.status not in MET:
-            what = f"{b.name} {b.status.value} for {needer}"
-            preexisting.setdefault(what, Preexisting(kind="edge", what=what))
-            continue
+            continue  # already broken: doctor's finding, counted apart below
         if root in failed_before:
             continue
         if a is None:
@@ -188,8 +186,6 @@ def diff(
         if was is None:
             continue
         if not was.ok:
-            what = f"import of {load.root} already fails"
-            preexisting.setdefault(what, Preexisting(kind="root", what=what))
             continue
         if not load.ok:
             first = next(
@@ -207,9 +203,7 @@ def diff(
                     first_missing=os.path.basename(first.name) if first else "a preload",
                 )
             )
-    requirements, unmet_before = requirements_diff(env, after)
-    for what in unmet_before:
-        preexisting.setdefault(what, Preexisting(kind="requirement", what=what))
+    requirements = requirements_diff(env, after)
     if not check_requirements:
         requirements = []
     every = [
@@ -217,9 +211,14 @@ def diff(
     ]
     edges = tuple(b for b in every if b.evidence.decisive)
     at_risk = tuple(b for b in every if not b.evidence.decisive)
-    mixed_before = {(m.soname, env.keys(m.needed_by)) for m in mixed_majors(env)}
+    was_mixed = mixed_majors(env)
+    mixed_before = {(m.soname, env.keys(m.needed_by)) for m in was_mixed}
     mixed = tuple(
         m for m in mixed_majors(after) if (m.soname, env.keys(m.needed_by)) not in mixed_before
+    )
+    # What was broken before is exactly what doctor reports as errors: the same findings.
+    preexisting = tuple(
+        Preexisting(kind=p.code, what=p.what) for p in already_broken(env, mixed=was_mixed)
     )
     safe = not edges and not broken_roots and not requirements and not mixed
     safe = safe and not (strict and at_risk)
@@ -239,7 +238,7 @@ def diff(
         rebound=tuple(rebound.values()),
         requirements_broken=tuple(requirements),
         requirements_checked=check_requirements,
-        preexisting=tuple(preexisting.values()),
+        preexisting=preexisting,
         repair=None,
         notes=(),
     )

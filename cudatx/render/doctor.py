@@ -1,8 +1,12 @@
-"""`cudatx doctor` as text (grouped by severity, each with why and fix) and as JSON."""
+"""`cudatx doctor` as text (the verdict, then each finding with why, what it breaks and the
+fix) and as JSON."""
 
 from __future__ import annotations
 
-from cudatx.analysis.doctor import DoctorReport, Problem, Severity
+from cudatx.analysis.doctor import DoctorReport
+from cudatx.analysis.problems import Problem, Severity
+
+_CONSEQUENCES = 6  # lines under one finding; --json lists them all
 
 
 def to_json(report: DoctorReport) -> str:
@@ -11,29 +15,38 @@ def to_json(report: DoctorReport) -> str:
 
 def _problem(problem: Problem) -> list[str]:
     lines = [f"{problem.severity.value}: {problem.what}", f"  why: {problem.why}"]
+    shown = problem.consequences[:_CONSEQUENCES]
+    lines += [f"  so: {line}" for line in shown]
+    if len(problem.consequences) > len(shown):
+        lines.append(f"  so: ... and {len(problem.consequences) - len(shown)} more (--json)")
     if problem.fix:
         lines.append(f"  fix: {problem.fix}")
     return lines
 
 
 def to_text(report: DoctorReport) -> str:
-    lines: list[str] = []
+    lines: list[str] = [report.verdict]
+    if report.problems:
+        lines.append("")
     for severity in (Severity.ERROR, Severity.WARNING):
         for problem in report.problems:
             if problem.severity is severity:
                 lines.extend(_problem(problem))
+    if len(report.fixes) > 1:
+        lines.append("fixes, in order:")
+        lines += [f"  {fix}" for fix in report.fixes]
     if report.system_provided:
         lines.append("system driver (never from a wheel): " + ", ".join(report.system_provided))
     if report.unprovided:
         names = [u.name for u in report.unprovided]
         shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
         lines.append(
-            f"note: {len(names)} names in .rodata strings are provided by nothing here "
-            f"(optional run-time loads: {shown}); `cudatx why NAME` says who names them"
+            f"note: {len(names)} names in .rodata strings do not load here (optional run-time "
+            f"loads: {shown}); `cudatx why NAME` says who names them, --strict counts them"
         )
     for note in report.notes:
         lines.append(f"note: {note}")
-    verdict = (
+    counts = (
         "no problems"
         if not report.problems
         else (
@@ -41,5 +54,5 @@ def to_text(report: DoctorReport) -> str:
             f"{report.warnings} warning{'s' * (report.warnings != 1)}"
         )
     )
-    lines.append(verdict)
+    lines.append(counts)
     return "\n".join(lines) + "\n"

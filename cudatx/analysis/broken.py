@@ -1,0 +1,297 @@
+"""What is already broken in an environment, one finding per root cause.
+
+These are doctor's errors, and what a plan counts apart as broken before the change (the
+same findings, so the same count). A root cause gathers its consequences: a CUDA 13 cuDNN
+installed over the CUDA 12 one is one finding, with torch loading the other build and the
+run-time loads that then fail listed under it; a distribution left hollow is one finding,
+with every import and preload that misses its files.
+
+Only decisive evidence counts (cudatx.models.Evidence.decisive): a soname-shaped string
+in .rodata that names nothing here is an optional load, listed by doctor as a note.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from packaging.requirements import InvalidRequirement
+
+from cudatx.analysis import cuda, ownership
+from cudatx.analysis.problems import (
+    Problem,
+    Severity,
+    cudatx_command,
+    reinstall_command,
+    short,
+)
+from cudatx.analysis.requirements import unmet
+from cudatx.discover.dists import parse_requirement
+from cudatx.environment import Environment
+from cudatx.models import Distribution, Evidence, Resolution, Status
+
+_FAILED = (Status.NOT_FOUND, Status.ERROR)
+
+
+@dataclass
+class _Cause:
+    """One root cause as it is gathered: its finding's fields, its consequences."""
+
+    code: str
+    what: str
+    why: str
+    fix: str | None = None
+    paths: dict[str, None] = field(default_factory=dict)
+    distributions: tuple[str, ...] = ()
+    consequences: dict[str, None] = field(default_factory=dict)
+    removes: tuple[str, ...] = ()
+    loaded: dict[str, None] = field(default_factory=dict)  # of another CUDA major, by torch
+
+    def problem(self) -> Problem:
+        first: tuple[str, ...] = ()
+        if self.loaded:
+            names = list(self.loaded)
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            first = (f"torch loads {len(names)} of its libraries: {', '.join(names[:3])}{more}",)
+        return Problem(
+            severity=Severity.ERROR,
+            code=self.code,
+            what=self.what,
+            why=self.why,
+            fix=self.fix,
+            paths=tuple(self.paths),
+            distributions=self.distributions,
+            consequences=(*first, *self.consequences),
+            removes=self.removes,
+        )
+
+
+def torch_major(env: Environment) -> int | None:
+    version = cuda.torch_cuda(env)
+    head = version.split(".")[0] if version else ""
+    return int(head) if head.isdigit() else None
+
+
+class _Causes:
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.major = torch_major(env)
+        self.found: dict[tuple[str, ...], _Cause] = {}
+        self._hollow: dict[str, ownership.Hollow | None] = {}
+        self._contaminated: dict[str, tuple[Distribution, ...] | None] = {}
+
+    # -- what a cause is -----------------------------------------------------------------
+
+    def hollow(self, name: str) -> ownership.Hollow | None:
+        if name not in self._hollow:
+            found = ownership.hollow(self.env, (name,))
+            self._hollow[name] = found[0] if found else None
+        return self._hollow[name]
+
+    def contamination(self, path: str) -> tuple[Distribution, ...] | None:
+        """For a co-owned file whose bytes are those of a build of another CUDA major than
+        torch's, installed over an owner of torch's major: the distributions whose bytes
+        they are."""
+        key = self.env.keys(path)
+        if key not in self._contaminated:
+            self._contaminated[key] = self._contaminating(key)
+        return self._contaminated[key]
+
+    def _contaminating(self, key: str) -> tuple[Distribution, ...] | None:
+        if self.major is None:
+            return None
+        owners = self.env.owners_of(key)
+        if len(owners) < 2:
+            return None
+        names = set(ownership.byte_owners(self.env, key))
+        on_disk = tuple(d for d in owners if d.name in names)
+        majors = {d.name: _major(self.env, d) for d in owners}
+        if not on_disk or any(majors[d.name] in (None, self.major) for d in on_disk):
+            return None
+        if not any(majors[d.name] == self.major for d in owners if d.name not in names):
+            return None  # no owner of torch's build that a repair could reinstall
+        return on_disk
+
+    def cause(self, key: tuple[str, ...], make: _Cause) -> _Cause:
+        return self.found.setdefault(key, make)
+
+    def contaminated(self, dists: tuple[Distribution, ...], path: str) -> _Cause:
+        names = tuple(d.name for d in dists)
+        key = self.env.keys(path)
+        others = [d for d in self.env.owners_of(key) if d.name not in names]
+        folder = os.path.dirname(short(self.env, key))
+        over = ", ".join(f"{d.name} {d.version}" for d in others)
+        built = ", ".join(f"{d.name} {d.version}" for d in dists)
+        cause = self.cause(
+            ("mixed", *names),
+            _Cause(
+                code="mixed-cuda-major",
+                what=f"{built} was installed over {over}: torch (CUDA "
+                f"{cuda.torch_cuda(self.env)}) loads its CUDA {_major(self.env, dists[0])} "
+                "build",
+                why=f"they list the same paths in {folder}, and the bytes on disk are "
+                f"{', '.join(names)}'s; removing {', '.join(names)} alone would delete them "
+                f"and leave {', '.join(d.name for d in others)} hollow: --repair reinstalls it",
+                fix=cudatx_command(self.env, "remove", *names, "--repair"),
+                distributions=(*names, *(d.name for d in others)),
+                removes=names,
+            ),
+        )
+        cause.paths.setdefault(key)
+        return cause
+
+    def missing(self, resolution: Resolution) -> _Cause:
+        """The cause of a need that fails: a hollow owner, or nothing providing it."""
+        leaf = os.path.basename(resolution.cause or resolution.name)
+        for owner in self.env.owners.listing(leaf):
+            found = self.hollow(owner)
+            dist = self.env.distribution(owner)
+            if found is None or dist is None:
+                continue
+            damage = [f"{found.missing} of its {found.total} files are missing"]
+            if found.wrong:
+                damage.append(f"{found.wrong} have other bytes")
+            return self.cause(
+                ("hollow", owner),
+                _Cause(
+                    code="hollow",
+                    what=f"{found.name} {found.version} is installed but hollow: "
+                    + " and ".join(damage),
+                    why="files its RECORD lists are gone or hold other bytes (uninstalling a "
+                    "distribution that listed the same paths deletes them)",
+                    fix=reinstall_command(self.env, dist),
+                    paths=dict.fromkeys(found.examples),
+                    distributions=(owner,),
+                ),
+            )
+        return self.cause(
+            ("missing", leaf),
+            _Cause(
+                code="missing-library",
+                what=f"{leaf} is provided by nothing here",
+                why="no distribution installed here lists a file of that name, and no search "
+                "finds one",
+            ),
+        )
+
+    # -- what fails ----------------------------------------------------------------------
+
+    def mixed(self, found: tuple[cuda.Mixed, ...]) -> None:
+        plain: dict[tuple[tuple[str, ...], int], list[cuda.Mixed]] = {}
+        for m in found:
+            dists = self.contamination(m.path)
+            if dists is not None:
+                self.contaminated(dists, m.path).loaded.setdefault(os.path.basename(m.path))
+                continue
+            owners = tuple(d.name for d in self.env.owners_of(m.path))
+            plain.setdefault((owners, m.major), []).append(m)
+        for (owners, major), group in plain.items():
+            names = sorted({os.path.basename(m.soname) for m in group})
+            more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+            cause = self.cause(
+                ("mixed", *owners, str(major)),
+                _Cause(
+                    code="mixed-cuda-major",
+                    what=f"torch (CUDA {group[0].torch_cuda}) resolves {names[0]}{more} to a "
+                    f"CUDA {major} build",
+                    why=f"{group[0].reason}; listed by {', '.join(owners) or 'no distribution'}",
+                    distributions=owners,
+                ),
+            )
+            for m in group:
+                cause.paths.setdefault(self.env.keys(m.path))
+                cause.consequences.setdefault(
+                    f"{short(self.env, m.needed_by)} needs {m.soname}: "
+                    f"{short(self.env, m.path)} is a CUDA {major} build"
+                )
+
+    def loads(self) -> None:
+        seen: set[tuple[str, str, str]] = set()
+        for load in (self.env.base, *self.env.loads):
+            imported = False
+            for r in load.resolutions:
+                if r.status not in _FAILED or not r.evidence.decisive:
+                    continue
+                key = (r.name, self.env.keys(r.needed_by), r.evidence.value)
+                if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED):
+                    if imported:
+                        continue  # one line per import: its first failing need
+                    imported = True
+                    line = (
+                        f"importing {short(self.env, load.root)} would fail: {r.name} "
+                        f"{r.status.value}"
+                    )
+                elif key in seen:
+                    continue
+                elif r.evidence is Evidence.PRELOAD:
+                    line = f"{short(self.env, r.needed_by)} preloads {r.name}: {r.detail}"
+                else:
+                    line = f"{short(self.env, r.needed_by)} loads {r.name} at run time: {r.detail}"
+                seen.add(key)
+                dists = self.contamination(r.needed_by)
+                cause = self.contaminated(dists, r.needed_by) if dists else self.missing(r)
+                cause.consequences.setdefault(line)
+            if not load.ok and not imported and load.root != self.env.base.root:
+                # Failed through the package's own preloads (torch's except path).
+                failing = next(
+                    (r for r in load.resolutions if r.status in _FAILED and r.evidence.decisive),
+                    None,
+                )
+                if failing is not None:
+                    self.missing(failing).consequences.setdefault(
+                        f"importing {short(self.env, load.root)} would fail: "
+                        f"{failing.name} {failing.status.value}"
+                    )
+
+    def requirements(self) -> None:
+        for (name, text), why in unmet(self.env).items():
+            dist = self.env.distribution(name)
+            version = f" {dist.version}" if dist else ""
+            self.cause(
+                ("requirement", name, text),
+                _Cause(
+                    code="unmet-requirement",
+                    what=f"{name}{version} requires {text}, which {why}",
+                    why="pip check reports the same; an install or removal that leaves it "
+                    "unmet breaks what that distribution expects",
+                    fix=_requirement_fix(self.env, text),
+                    distributions=(name,),
+                ),
+            )
+
+
+def _major(env: Environment, dist: Distribution) -> int | None:
+    found = cuda.cuda_major_of_dist(env, dist)
+    return found.major if found else None
+
+
+def _requirement_fix(env: Environment, text: str) -> str | None:
+    """`cudatx install NAME<specifier>`: checked before it is applied, like any install."""
+    try:
+        requirement = parse_requirement(text)
+    except InvalidRequirement:
+        return None
+    spec = f"{requirement.name}{requirement.specifier}"
+    return cudatx_command(env, "install", spec)
+
+
+def already_broken(
+    env: Environment, *, mixed: tuple[cuda.Mixed, ...] | None = None
+) -> tuple[Problem, ...]:
+    """Every root cause of something failing now (`mixed`: cuda.mixed_majors(env), where the
+    caller has it already)."""
+    causes = _Causes(env)
+    causes.mixed(cuda.mixed_majors(env) if mixed is None else mixed)
+    causes.loads()
+    causes.requirements()
+    return tuple(c.problem() for c in causes.found.values())
+
+
+def iter_fixes(problems: tuple[Problem, ...]) -> Iterator[str]:
+    """The fix of each finding, in order, once each."""
+    seen: set[str] = set()
+    for problem in problems:
+        if problem.fix and problem.fix not in seen:
+            seen.add(problem.fix)
+            yield problem.fix
