@@ -15,6 +15,7 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,43 +169,60 @@ def _reinstalls_cu13(argv: list[str], venv: Path) -> None:
     assert argv[-1].endswith(f"/nvidia_cudnn_cu13-{CU13_VERSION}-py3-none-any.whl")
 
 
-def test_mixed_warns_co_owned_with_the_effective_owner(mixed: State) -> None:
-    (co_owned,) = mixed.problems("co-owned")
-    assert co_owned["severity"] == "warning"
-    assert sorted(co_owned["distributions"]) == [CU12, CU13]
-    assert f"{CU12} {CU12_VERSION}" in co_owned["what"]
-    assert f"{CU13} {CU13_VERSION}" in co_owned["what"]
-    assert co_owned["what"].startswith("8 paths in nvidia/cudnn/lib are listed by ")
-    assert co_owned["why"].startswith(f"the bytes on disk are {CU12}'s;")
+def _mixed_error(state: State) -> dict[str, Any]:
+    (error,) = state.report["problems"]  # the co-owned paths and what follows: one finding
+    assert error["code"] == "mixed-cuda-major" and error["severity"] == "error"
+    return error
+
+
+def test_mixed_is_one_error_with_its_consequences_and_the_one_cure(mixed: State) -> None:
+    error = _mixed_error(mixed)
+    assert error["what"] == (
+        f"{CU12} {CU12_VERSION} was installed over {CU13} {CU13_VERSION}: torch (CUDA 13.0) "
+        "loads its CUDA 12 build"
+    )
+    assert error["why"].startswith(
+        f"they list the same paths in nvidia/cudnn/lib, and the bytes on disk are {CU12}'s"
+    )
     site = os.path.realpath(mixed.site)
-    assert os.path.join(site, CUDNN) in co_owned["paths"]
-    assert "warning: " + co_owned["what"] in mixed.text.stdout.splitlines()
-    # torch is a CUDA 13 build: keep cu13, i.e. uninstall cu12, then put cu13's bytes back
-    uninstall, reinstall = co_owned["fix"].split(" && ")
-    assert shlex.split(uninstall) == ["uv", "pip", "uninstall", "--python", str(mixed.venv), CU12]
-    _reinstalls_cu13(shlex.split(reinstall), mixed.venv)
-
-
-def test_mixed_major_error_names_the_build_and_the_fix(mixed: State) -> None:
-    (error,) = mixed.problems("mixed-cuda-major")  # cuDNN's eight files: one problem
-    assert error["severity"] == "error"
-    assert error["what"] == "torch (CUDA 13.0) resolves libcudnn.so.9 and 7 more to a CUDA 12 build"
-    assert CUDNN in error["paths"] and len(error["paths"]) == 8
-    assert f"(owned by {CU12})" in error["why"]
-    assert sorted(error["distributions"]) == [CU12, CU13]
-    _reinstalls_cu13(_fix(error), mixed.venv)
-    assert "error: " + error["what"] in mixed.text.stdout.splitlines()
-    assert "  fix: " + error["fix"] in mixed.text.stdout.splitlines()
+    assert os.path.join(site, CUDNN) in error["paths"] and len(error["paths"]) == 8
+    assert error["distributions"] == [CU12, CU13] and error["removes"] == [CU12]
+    assert error["consequences"][0].startswith("torch loads 8 of its libraries: libcudnn.so.9")
+    # torch is a CUDA 13 build: keep cu13, i.e. remove cu12, and put cu13's bytes back
+    cure = ["cudatx", "remove", CU12, "--repair", "--yes", "--python", os.fspath(mixed.venv)]
+    assert shlex.split(error["fix"]) == cure
+    assert mixed.report["fixes"] == [error["fix"]]
+    assert mixed.report["verdict"] == f"1 error: {error['what']}. To fix it, run: {error['fix']}"
+    lines = mixed.text.stdout.splitlines()
+    assert lines[0] == mixed.report["verdict"]
+    assert "error: " + error["what"] in lines and "  fix: " + error["fix"] in lines
+    assert mixed.report["warnings"] == 0  # the co-owned paths are this error's, not a warning
 
 
 def test_mixed_cu12_sub_libraries_miss_their_cuda_12_loads(mixed: State) -> None:
     # cu12's cuDNN now dlopens libcublasLt.so.12 and libnvrtc.so.12, which only CUDA 13
-    # builds provide here: warnings, not errors (the import itself works).
-    warned = {
-        (p["what"].split(" loads at run time ")[1].split(",")[0])
-        for p in mixed.problems("dlopen-unresolved")
+    # builds provide here: consequences of the same cause.
+    failing = {
+        line.split(" loads ")[1].split(" at run time")[0]
+        for line in _mixed_error(mixed)["consequences"]
+        if " at run time: " in line
     }
-    assert warned == {"libcublasLt.so.12", "libnvrtc.so.12"}
+    assert failing == {"libcublasLt.so.12", "libnvrtc.so.12"}
+
+
+def test_mixed_cure_run_as_printed_cures_it(wheels: Wheels, work: Path, tmp_path: Path) -> None:
+    venv = install_cudnn_world(wheels, tmp_path / "venv", cu12_last=True)
+    (fix,) = _state(venv, work).report["fixes"]
+    done = subprocess.run(
+        ["bash", "-c", fix], env=_uv_shell_env(wheels.folder), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    after = _state(venv, work)
+    assert after.report["problems"] == [] and after.report["errors"] == 0, after.text.stdout
+    assert after.imports, after.import_error
+    with ZipFile(wheels.cudnn13) as wheel:
+        assert (after.site / CUDNN).read_bytes() == wheel.read(CUDNN)
+    assert not list(after.site.glob("nvidia_cudnn_cu12-*"))
 
 
 # -- removed: cu12 uninstalled, cu13 left hollow ----------------------------------------------
@@ -218,31 +236,21 @@ def test_removed_exits_1_and_the_real_import_fails(removed: State) -> None:
     assert not removed.cudnn_on_disk
 
 
-def test_removed_root_unloadable_names_the_hollow_owner(removed: State) -> None:
-    (error,) = removed.problems("root-unloadable")
-    assert error["severity"] == "error"
-    assert error["what"] == f"importing torch/_C{ext_suffix()} would fail: libcudnn.so.9 not found"
-    assert f"{CU13} {CU13_VERSION} is still installed but hollow" in error["why"]
-    assert error["distributions"] == [CU13]
-    _reinstalls_cu13(_fix(error), removed.venv)
-
-
-def test_removed_hollow_error_with_the_reinstall_command(removed: State) -> None:
+def test_removed_hollow_error_with_what_it_breaks_and_the_reinstall(removed: State) -> None:
     (hollow,) = removed.problems("hollow")
-    assert hollow["severity"] == "error"  # torch requires it, and torch/_C needs its file
+    assert hollow["severity"] == "error"  # torch/_C needs its file
     assert hollow["distributions"] == [CU13]
     assert hollow["what"] == (
         f"{CU13} {CU13_VERSION} is installed but hollow: 8 of its 14 files are missing"
     )
-    assert "torch" in hollow["why"]
+    assert (
+        f"importing torch/_C{ext_suffix()} would fail: libcudnn.so.9 not found"
+        in (hollow["consequences"])
+    )
     _reinstalls_cu13(_fix(hollow), removed.venv)
     assert "  fix: " + hollow["fix"] in removed.text.stdout.splitlines()
-
-
-def test_removed_fix_is_the_second_half_of_the_co_owned_fix(mixed: State, removed: State) -> None:
-    (co_owned,) = mixed.problems("co-owned")
-    (hollow,) = removed.problems("hollow")
-    assert co_owned["fix"].endswith(" && " + hollow["fix"])
+    assert [p["code"] for p in removed.report["problems"]] == ["hollow"]  # one cause
+    assert removed.report["fixes"] == [hollow["fix"]]
 
 
 def test_fix_as_printed_restores_the_env(fixed: tuple[list[str], State], wheels: Wheels) -> None:
@@ -277,11 +285,13 @@ def test_a_fix_runs_as_printed_where_the_prefix_holds_a_space(
 
 
 def _uv_shell_env(find_links: Path) -> dict[str, str]:
-    """This environment with `uv` on PATH and uv offline, finding wheels in `find_links`."""
+    """This environment with `uv` and `cudatx` on PATH, and uv offline, finding wheels in
+    `find_links` (as a user's uv configuration would say)."""
     hidden = ("VIRTUAL_ENV", "CONDA_PREFIX")
     environ = {k: v for k, v in os.environ.items() if k not in hidden and not k.startswith("UV_")}
+    tools = [os.path.dirname(uv_bin()), os.path.dirname(sys.executable)]
     return environ | {
-        "PATH": os.path.dirname(uv_bin()) + os.pathsep + environ.get("PATH", ""),
+        "PATH": os.pathsep.join([*tools, environ.get("PATH", "")]),
         "UV_OFFLINE": "1",
         "UV_FIND_LINKS": os.fspath(find_links),
         "UV_LINK_MODE": "copy",

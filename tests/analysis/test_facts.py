@@ -190,10 +190,12 @@ def test_co_owned_names_both_owners_and_the_last_installed_owns_the_bytes(
     assert lib.present
     assert lib.effective_owner == CU13
     assert lib.matching == (CU13,)
-    # Identical bytes (an empty __init__.py): both hashes match, both are listed.
+    assert not lib.same_record
+    # Identical bytes (an empty __init__.py): both RECORDs name the same hash, so whose
+    # bytes they are needs no reading (and none is done).
     init = found[_entry(cu13_last, CUDNN_INIT)]
-    assert init.effective_owner in (CU12, CU13)
-    assert sorted(init.matching) == [CU12, CU13]
+    assert init.same_record and init.present
+    assert init.effective_owner is None and init.matching == ()
 
 
 def test_effective_owner_follows_install_order(cu12_last: Installed) -> None:

@@ -194,22 +194,24 @@ def test_doctor_reports_what_the_state_holds(compiled: tuple[Path, DemoEnv]) -> 
     done = cudatx("doctor", "--python", env.venv, "--json", cwd=REPO, hide=_DROP)
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
-    problems = report["problems"]
-    codes = {p["code"] for p in problems}
-    assert {"mixed-cuda-major", "co-owned", "hollow"} <= codes
-    assert not codes & {"root-unloadable", "preload-unloadable"}
-    (hollow,) = (p for p in problems if p["code"] == "hollow")
-    assert hollow["distributions"] == [CU12]
-    (co_owned,) = (p for p in problems if p["code"] == "co-owned")
-    assert sorted(co_owned["paths"]) == sorted(os.fspath(site / p) for p in COOWNED_PATHS)
-    assert sorted(co_owned["distributions"]) == [CU12, CU13]
-    mixed = [p for p in problems if p["code"] == "mixed-cuda-major"]
-    assert any("libcudnn.so.9" in p["what"] and "CUDA 13" in p["what"] for p in mixed)
-    run_time = [p for p in problems if p["code"] in ("dlopen-unresolved", "string-unresolved")]
-    named = [[name for name in CU13_WANTS if f" {name}," in p["what"]] for p in run_time]
-    assert all(len(names) == 1 for names in named), [p["what"] for p in run_time]
+    # One cause: the CUDA 13 cuDNN installed over the CUDA 12 one, with all it breaks.
+    (mixed,) = report["problems"]
+    assert mixed["code"] == "mixed-cuda-major" and mixed["severity"] == "error"
+    assert mixed["what"].startswith(f"{CU13} ") and " was installed over " in mixed["what"]
+    assert "loads its CUDA 13 build" in mixed["what"]
+    assert sorted(mixed["paths"]) == sorted(os.path.realpath(site / p) for p in COOWNED_PATHS)
+    assert mixed["distributions"] == [CU13, CU12] and mixed["removes"] == [CU13]
+    assert mixed["consequences"][0].startswith("torch loads 8 of its libraries: libcudnn.so.9")
+    # the CUDA 13 cuDNN's own run-time loads, of CUDA 13 libraries nothing here provides
+    failing = {
+        line.split(" loads ")[1].split(" at run time")[0]
+        for line in mixed["consequences"]
+        if " at run time: " in line
+    }
     if not _cache_provides(*CU13_WANTS):
-        assert {names[0] for names in named} == CU13_WANTS
+        assert failing == CU13_WANTS
+    assert report["fixes"] == [mixed["fix"]]
+    assert mixed["fix"].startswith(f"cudatx remove {CU13} --repair --yes --python ")
     assert report["unprovided"] == []
     init_py = site / "torch" / "__init__.py"
     assert f"torch preload list: read from {init_py}" in report["notes"]

@@ -516,9 +516,13 @@ def test_failing_preload_does_not_make_the_root_unloadable(failing_preload: Venv
     load = _torch_c(failing_preload)
     seen = observe_import(failing_preload.python, "torch._C")
     assert load.ok == seen.ok, [r for r in load.resolutions if r.status is Status.NOT_FOUND]
-    codes = [p.code for p in failing_preload.report.problems]
-    assert "root-unloadable" not in codes
-    assert "preload-unloadable" in codes  # README: a library torch preloads cannot load
+    # One error, its cause the library nothing provides; the failing preload is what it
+    # breaks (README: a library torch preloads cannot load), and the import is not.
+    (problem,) = failing_preload.report.problems
+    assert (problem.code, problem.severity.value) == ("missing-library", "error")
+    assert problem.what == "libcudatx_absent.so.1 is provided by nothing here"
+    (consequence,) = problem.consequences
+    assert consequence.startswith("torch/__init__.py preloads ") and "libcufile.so.0" in consequence
     assert_agrees(failing_preload, load, seen)
 
 
@@ -737,7 +741,9 @@ def test_cudnn_dlopens_agree_with_the_real_loader(whole: Venv) -> None:
     assert_agrees(whole, _cudnn(whole), seen)
 
 
-def test_removed_sub_library_is_not_found_and_doctor_warns(broken: Venv) -> None:
+def test_removed_sub_library_is_not_found_and_doctor_names_its_hollow_owner(
+    broken: Venv,
+) -> None:
     load = _cudnn(broken)
     assert load.ok  # a run-time load does not make the import fail
     r = _one(load, REMOVED_SUBLIB)
@@ -746,18 +752,15 @@ def test_removed_sub_library_is_not_found_and_doctor_warns(broken: Venv) -> None
     assert seen.ok, seen.error
     assert_agrees(broken, load, seen)
 
-    warned = [p for p in broken.report.problems if p.code == "dlopen-unresolved"]
-    assert len(warned) == 1, broken.report.problems
-    (problem,) = warned
-    assert problem.severity.value == "warning"
-    assert REMOVED_SUBLIB in problem.what and "libcudnn.so.9" in problem.what
-    assert "runtime.json" in problem.why
-    assert problem.distributions == (CUDNN_CU12,)
+    # A known run-time load (runtime.json) is decisive: an error, whose cause is the
+    # distribution that lists the file and lost it.
+    (problem,) = [p for p in broken.report.problems if p.severity.value == "error"]
+    assert problem.code == "hollow" and problem.distributions == (CUDNN_CU12,)
+    (consequence,) = problem.consequences
+    assert consequence.startswith(f"{CUDNN_DIR}/libcudnn.so.9 loads {REMOVED_SUBLIB} at run time")
     dist = broken.env.distribution(CUDNN_CU12)
     assert dist is not None and problem.fix == reinstall_command(broken.env, dist)
     assert f"--reinstall-package {CUDNN_CU12}" in problem.fix
-    hollow = [p for p in broken.report.problems if p.code == "hollow"]
-    assert CUDNN_CU12 in {d for p in hollow for d in p.distributions}
 
 
 # 3. dlopen (string)
@@ -805,8 +808,7 @@ def test_string_dlopen_without_runpath_uses_the_loaders_rpath(whole: Venv) -> No
 
 def test_unprovided_string_is_listed_not_warned(whole: Venv, broken: Venv) -> None:
     for fx in (whole, broken):
-        (unprovided,) = fx.report.unprovided
-        assert unprovided.name == "libnobody.so.7"
+        unprovided = next(u for u in fx.report.unprovided if u.name == "libnobody.so.7")
         # named once, though two modules (strpkg, strpkg2) load the library that names it
         (named_by,) = unprovided.named_by
         assert _real(fx.site / named_by) == fx.path(STRINGS)
@@ -818,7 +820,9 @@ def test_unprovided_names_each_file_once(whole: Venv) -> None:
     assert unprovided.named_by == (STRINGS,)
 
 
-def test_string_listed_in_a_record_but_gone_is_warned(broken: Venv) -> None:
+def test_string_listed_in_a_record_but_gone_is_a_note_and_its_owner_a_warning(
+    broken: Venv,
+) -> None:
     load = _strings(broken)
     assert load.ok
     gone = _one(load, "libgone.so.2")
@@ -826,23 +830,22 @@ def test_string_listed_in_a_record_but_gone_is_warned(broken: Venv) -> None:
     seen = observe_import(broken.python, "strpkg._ext")
     assert seen.ok, seen.error
     assert_agrees(broken, load, seen)
-    warned = [p for p in broken.report.problems if p.code == "string-unresolved"]
-    assert len(warned) == 1, broken.report.problems
-    (problem,) = warned
-    assert problem.severity.value == "warning"
-    assert "libgone.so.2" in problem.what and "libstrings.so.1" in problem.what
-    assert problem.distributions == ("gone-provider",)
+    # A string in .rodata is weak evidence: listed apart, never a warning on its own ...
+    (named,) = [u for u in broken.report.unprovided if u.name == "libgone.so.2"]
+    assert [_real(broken.site / n) for n in named.named_by] == [broken.path(STRINGS)]
+    assert not [p for p in broken.report.problems if "libgone" in p.what]
+    # ... while the distribution that lost the file is hollow, a warning with its fix.
+    (problem,) = [p for p in broken.report.problems if p.distributions == ("gone-provider",)]
+    assert (problem.code, problem.severity.value) == ("hollow", "warning")
     dist = broken.env.distribution("gone-provider")
     assert dist is not None and problem.fix == reinstall_command(broken.env, dist)
 
 
 def test_broken_env_problems_are_exactly_the_removed_files(broken: Venv) -> None:
-    codes = sorted((p.code, p.distributions) for p in broken.report.problems)
+    codes = sorted((p.code, p.severity.value, p.distributions) for p in broken.report.problems)
     assert codes == [
-        ("dlopen-unresolved", (CUDNN_CU12,)),
-        ("hollow", ("gone-provider",)),
-        ("hollow", (CUDNN_CU12,)),
-        ("string-unresolved", ("gone-provider",)),
+        ("hollow", "error", (CUDNN_CU12,)),  # a run-time load of cuDNN misses its file
+        ("hollow", "warning", ("gone-provider",)),  # only a string names its file
     ]
 
 
