@@ -80,6 +80,9 @@ class _Causes:
         self.found: dict[tuple[str, ...], _Cause] = {}
         self._hollow: dict[str, ownership.Hollow | None] = {}
         self._contaminated: dict[str, tuple[Distribution, ...] | None] = {}
+        # distribution -> the cause it contaminates (a build of another major installed over
+        # torch's): its other files and its requirements belong to that cause too
+        self.contaminating: dict[str, _Cause] = {}
 
     # -- what a cause is -----------------------------------------------------------------
 
@@ -92,7 +95,17 @@ class _Causes:
     def contamination(self, path: str) -> tuple[Distribution, ...] | None:
         """For a co-owned file whose bytes are those of a build of another CUDA major than
         torch's, installed over an owner of torch's major: the distributions whose bytes
-        they are."""
+        they are. A file only such distributions list is theirs too."""
+        key = self.env.keys(path)
+        found = self._contaminating_at(path)
+        if found is None and self.contaminating:
+            owners = self.env.owners_of(key)
+            if owners and all(d.name in self.contaminating for d in owners):
+                return owners
+        return found
+
+    def _contaminating_at(self, path: str) -> tuple[Distribution, ...] | None:
+        """contamination() of a co-owned file alone."""
         key = self.env.keys(path)
         if key not in self._contaminated:
             self._contaminated[key] = self._contaminating(key)
@@ -139,6 +152,8 @@ class _Causes:
             ),
         )
         cause.paths.setdefault(key)
+        for name in names:
+            self.contaminating.setdefault(name, cause)
         return cause
 
     def missing(self, resolution: Resolution) -> _Cause:
@@ -179,10 +194,18 @@ class _Causes:
 
     def mixed(self, found: tuple[cuda.Mixed, ...]) -> None:
         plain: dict[tuple[tuple[str, ...], int], list[cuda.Mixed]] = {}
-        for m in found:
-            dists = self.contamination(m.path)
+        later = []
+        for m in found:  # co-owned files first: they say which builds were installed over
+            dists = self._contaminating_at(m.path)
             if dists is not None:
                 self.contaminated(dists, m.path).loaded.setdefault(os.path.basename(m.path))
+            else:
+                later.append(m)
+        for m in later:
+            dists = self.contamination(m.path)
+            if dists is not None:
+                self.contaminating[dists[0].name].loaded.setdefault(os.path.basename(m.path))
+                self.contaminating[dists[0].name].paths.setdefault(self.env.keys(m.path))
                 continue
             owners = tuple(d.name for d in self.env.owners_of(m.path))
             plain.setdefault((owners, m.major), []).append(m)
@@ -230,7 +253,12 @@ class _Causes:
                     line = f"{short(self.env, r.needed_by)} loads {r.name} at run time: {r.detail}"
                 seen.add(key)
                 dists = self.contamination(r.needed_by)
-                cause = self.contaminated(dists, r.needed_by) if dists else self.missing(r)
+                if dists and dists[0].name in self.contaminating:
+                    cause = self.contaminating[dists[0].name]
+                elif dists:
+                    cause = self.contaminated(dists, r.needed_by)
+                else:
+                    cause = self.missing(r)
                 cause.consequences.setdefault(line)
             if not load.ok and not imported and load.root != self.env.base.root:
                 # Failed through the package's own preloads (torch's except path).
@@ -248,6 +276,10 @@ class _Causes:
         for (name, text), why in unmet(self.env).items():
             dist = self.env.distribution(name)
             version = f" {dist.version}" if dist else ""
+            if name in self.contaminating:  # removing it, as its cause's fix does, ends it
+                line = f"{name}{version} requires {text}, which {why}"
+                self.contaminating[name].consequences.setdefault(line)
+                continue
             self.cause(
                 ("requirement", name, text),
                 _Cause(

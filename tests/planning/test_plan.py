@@ -632,11 +632,26 @@ def _cudnn_run_time_gaps(plan: dict[str, Any]) -> list[dict[str, str]]:
     gaps = plan["preexisting"]
     assert gaps, plan
     for gap in gaps:
-        assert gap["kind"] == "edge", gap
-        lib, _, rest = gap["what"].partition(" not found for ")
+        assert gap["kind"] == "missing-library", gap
+        lib = gap["what"].removesuffix(" is provided by nothing here")
         assert lib in {"libcublasLt.so.12", "libnvrtc.so.12"}, gap
-        assert os.path.basename(rest).startswith("libcudnn_"), gap
     return list(gaps)
+
+
+def test_what_a_plan_counts_as_broken_before_is_what_doctor_reports(
+    trap: Path, rebind: Path, work: Path
+) -> None:
+    """One notion of "already broken": a plan's preexisting are doctor's errors, the same
+    findings in the same number."""
+    for venv, spec in ((trap, "bystander"), (rebind, "bystander")):
+        plan = plan_of(venv, spec, cwd=work, rc=0)
+        done = cudatx("doctor", "--python", venv, "--json", cwd=work)
+        report = json.loads(done.stdout)
+        errors = [p for p in report["problems"] if p["severity"] == "error"]
+        assert report["errors"] == len(plan["preexisting"]) > 0
+        assert [(p["code"], p["what"]) for p in errors] == [
+            (gap["kind"], gap["what"]) for gap in plan["preexisting"]
+        ]
 
 
 def test_removing_a_bystander_among_extensions_and_shared_paths(trap: Path, work: Path) -> None:
@@ -833,12 +848,14 @@ def test_an_extension_broken_before_is_not_blamed(rebind: Path, work: Path) -> N
     for specs in (("bystander",), ("vend-a",)):
         plan = plan_of(rebind, *specs, cwd=work, rc=0)
         assert plan["broken_roots"] == [] and plan["broken"] == []
-        kinds = {p["kind"]: p["what"] for p in plan["preexisting"]}
-        assert set(kinds) == {"root", "edge"}, plan["preexisting"]
-        assert DEAD_EXT in kinds["root"] and "already fails" in kinds["root"]
-        assert "libnobody.so.7" in kinds["edge"] and DEAD_EXT in kinds["edge"]
+        # deadpkg's extension needs a library nothing provides: one cause, already there
+        (gap,) = plan["preexisting"]
+        assert gap == {
+            "kind": "missing-library",
+            "what": "libnobody.so.7 is provided by nothing here",
+        }
     run = remove(rebind, "bystander", cwd=work)
-    assert "Already broken before this change (not counted): 2 (see `cudatx doctor`)" in run.lines
+    assert "Already broken before this change (not counted): 1 (see `cudatx doctor`)" in run.lines
     assert run.lines[0] == "Safe: nothing that loads now would stop loading."
 
 
@@ -847,7 +864,7 @@ def test_a_lost_need_of_an_extension_broken_before_is_not_unsafe(rebind: Path, w
     # imported, so removing only-dist stops nothing from importing.
     plan = plan_of(rebind, "only-dist", cwd=work, rc=0)
     assert plan["broken"] == [] and plan["broken_roots"] == []
-    assert any(p["kind"] == "root" for p in plan["preexisting"])
+    assert [p["kind"] for p in plan["preexisting"]] == ["missing-library"]  # libnobody
 
 
 # --------------------------------------------------------------------------------------
@@ -874,7 +891,7 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
         f"  import of {CUDNN_EXT} [cudnnuser] would fail: libcudnn.so.9 not found",
         "Would leave hollow (installed, but missing files their RECORD lists):",
         f" ! {CU13}=={CU13_VERSION}",
-        "Already broken before this change (not counted): 3 (see `cudatx doctor`)",
+        "Already broken before this change (not counted): 2 (see `cudatx doctor`)",
         f"Suggested: cudatx remove 'nvidia-cudnn-cu1[2]' --dry-run --repair  (reinstalls {CU13} "
         "after the removal; that dry run checks it with the reinstalled wheels' bytes)",
     ]
@@ -896,7 +913,7 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
     assert after.lines[5] == "Would rebind (the loader would find another build):"
     assert after.lines[6].endswith(f"to {CU13}'s, CUDA 13 (--json lists them)"), after.lines
     assert after.lines[7:] == [
-        "Already broken before this change (not counted): 3 (see `cudatx doctor`)",
+        "Already broken before this change (not counted): 2 (see `cudatx doctor`)",
     ]
 
 

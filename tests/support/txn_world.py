@@ -80,12 +80,27 @@ class Wheels:
     uv_cache: Path  # a uv cache private to this module
 
 
-def _lib(out: Path, build: str) -> Path:
+def _lib(out: Path, build: str, runpath: str = "$ORIGIN") -> Path:
     source = (
         f'const char build_tag[] = "fixture: {build}";\n'
         f"int {symbol_for(out.name)}(void) {{ return (int)sizeof(build_tag); }}\n"
     )
-    return compile_lib(out, soname=out.name, source=source, runpath="$ORIGIN")
+    return compile_lib(out, soname=out.name, source=source, runpath=runpath)
+
+
+# Where each cuDNN finds the cuBLASLt and NVRTC it dlopens, as the real wheels say
+# (readelf -d of nvidia-cudnn-cu13 9.24's libcudnn_adv.so.9: RUNPATH $ORIGIN,
+# ../../cublas/lib, ../../cuda_nvrtc/lib, ../../cu13/lib), and the wheels that ship them.
+_CUDNN_RUNPATH = {
+    "cu12": "$ORIGIN:$ORIGIN/../../cublas/lib:$ORIGIN/../../cuda_nvrtc/lib",
+    "cu13": "$ORIGIN:$ORIGIN/../../cu13/lib",
+}
+_CUDA_LIBS = (
+    ("nvidia-cublas-cu12", "12.8.4.1", "nvidia/cublas/lib/libcublasLt.so.12"),
+    ("nvidia-cuda-nvrtc-cu12", "12.8.93", "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"),
+    ("nvidia-cublas", "13.1.1.3", "nvidia/cu13/lib/libcublasLt.so.13"),
+    ("nvidia-cuda-nvrtc", "13.0.88", "nvidia/cu13/lib/libnvrtc.so.13"),
+)
 
 
 def build_wheels(root: Path) -> Wheels:
@@ -96,7 +111,9 @@ def build_wheels(root: Path) -> Wheels:
     libs: dict[str, dict[str, bytes | Path]] = {}
     for tag in ("cu12", "cu13"):
         libs[tag] = {
-            f"{CUDNN_DIR}/{name}": _lib(root / tag / name, f"{name} for CUDA {tag[2:]}")
+            f"{CUDNN_DIR}/{name}": _lib(
+                root / tag / name, f"{name} for CUDA {tag[2:]}", _CUDNN_RUNPATH[tag]
+            )
             for name in ["libcudnn.so.9", *subs]
         }
     cu12_files = dict(libs["cu12"])
@@ -120,13 +137,17 @@ def build_wheels(root: Path) -> Wheels:
     )
     user = build_wheel(out, "cudnnuser", "1.0", {"cudnnuser/__init__.py": b"", EXT: ext})
     bystander = build_wheel(out, "bystander", "1.0", {"bystander/__init__.py": b""})
+    cuda_libs = tuple(
+        build_wheel(out, name, version, {member: _lib(root / name / Path(member).name, name)})
+        for name, version, member in _CUDA_LIBS
+    )
     cudnn12 = (root / "cu12" / "libcudnn.so.9").read_bytes()
     assert cudnn12 != cudnn13.read_bytes()
     return Wheels(
         folder=out,
         cu12=cu12,
         cu13=cu13,
-        first=(cu13, user, bystander, nccl),
+        first=(cu13, user, bystander, nccl, *cuda_libs),
         cudnn12=cudnn12,
         cudnn13=cudnn13.read_bytes(),
         uv_cache=root / "uv-cache",
@@ -231,10 +252,16 @@ def txn_id(done: subprocess.CompletedProcess[str]) -> str:
     return found.group(1)
 
 
+# What a plan asks of uv (its dry run, and staging wheels into a scratch `--prefix` to read
+# their bytes) changes no environment: a wrapper's faults are for what does.
+_PLANNING_PASSES = 'case " $* " in *" --prefix "*|*" --dry-run "*) exec "$REAL" "$@";; esac\n'
+
+
 def wrapper(v: Venv, name: str, body: str) -> Path:
-    """A shell script standing in for uv; REAL is the real uv binary."""
+    """A shell script standing in for uv where it changes the environment; REAL is the real
+    uv binary, which also serves the planning's own calls."""
     path = v.work / name
-    path.write_text(f"#!/bin/sh\nREAL={shlex.quote(uv_bin())}\n{body}")
+    path.write_text(f"#!/bin/sh\nREAL={shlex.quote(uv_bin())}\n{_PLANNING_PASSES}{body}")
     path.chmod(0o755)
     return path
 
