@@ -26,15 +26,21 @@ if TYPE_CHECKING:
     from cudatx.planning.change import Planning, Proposal
 
 
-def _command_line(
+def _command_words(
     command: str, args: tuple[str, ...], *options: tuple[str, tuple[str, ...]]
-) -> str:
-    """The cudatx command a plan's suggestion repeats (shell-quoted, without --dry-run)."""
+) -> tuple[str, ...]:
+    """The cudatx command a plan's suggestion repeats, without --dry-run."""
     words = ["cudatx", command, *args]
     for flag, values in options:
         for value in values:
             words += [flag, value]
-    return shlex.join(words)
+    return tuple(words)
+
+
+def _suggestion(words: tuple[str, ...], env: Environment, source: UvSource) -> str:
+    """`words` as a command that can be pasted anywhere: the environment it was planned for
+    and where uv found wheels come with it, every word shell-quoted."""
+    return shlex.join([*words, "--python", env.target.prefix, *source.options.args()])
 
 
 def _planning(request: ChangeRequest, source: UvSource) -> Planning:
@@ -49,7 +55,7 @@ def _planning(request: ChangeRequest, source: UvSource) -> Planning:
 def _carry_out(
     env: Environment,
     proposal: Proposal,
-    command: str,
+    words: tuple[str, ...],
     python: str | None,
     request: ChangeRequest,
     source: UvSource,
@@ -63,6 +69,7 @@ def _carry_out(
     if request.as_json:
         click.echo(render.to_json(plan))
     else:
+        command = _suggestion(words, env, source)
         click.echo(render.to_text(plan, command, env.target.site_packages), nl=False)
     if request.dry_run:
         return 0 if plan.safe else ExitCode.FINDINGS
@@ -125,14 +132,14 @@ def remove(
         if not request.dry_run:
             refuse_if_interrupted_at(env.target.prefix)
         proposal = propose_removal(env, specs, requirement_files, _planning(request, source))
-        command = _command_line("remove", specs, ("-r", requirement_files))
-        return _carry_out(env, proposal, command, python, request, source)
+        words = _command_words("remove", specs, ("-r", requirement_files))
+        return _carry_out(env, proposal, words, python, request, source)
 
 
 def _propose_and_carry_out(
     uv_command: str,
     args: tuple[str, ...],
-    command: str,
+    words: tuple[str, ...],
     python: str | None,
     ld_library_path: str | None,
     request: ChangeRequest,
@@ -145,7 +152,7 @@ def _propose_and_carry_out(
         if not request.dry_run:
             refuse_if_interrupted_at(env.target.prefix)
         proposal = propose(env, uv_command, args, _planning(request, source))
-        return _carry_out(env, proposal, command, python, request, source)
+        return _carry_out(env, proposal, words, python, request, source)
 
 
 @click.command()
@@ -169,10 +176,8 @@ def install(
     if not specs and not requirement_files:
         raise UsageError("nothing to install: give at least one SPEC or -r FILE")
     args = (*specs, *(a for f in requirement_files for a in ("-r", f)))
-    command = _command_line("install", specs, ("-r", requirement_files))
-    return _propose_and_carry_out(
-        "install", args, command, python, ld_library_path, request, source
-    )
+    words = _command_words("install", specs, ("-r", requirement_files))
+    return _propose_and_carry_out("install", args, words, python, ld_library_path, request, source)
 
 
 @click.command()
@@ -190,5 +195,5 @@ def sync(
     """Make the environment match requirements or pylock files exactly, safely: what
     `uv pip sync FILE...` would do (uninstall what they do not list, install and upgrade
     what they pin), staged and simulated first, then applied with a snapshot."""
-    command = _command_line("sync", files)
-    return _propose_and_carry_out("sync", files, command, python, ld_library_path, request, source)
+    words = _command_words("sync", files)
+    return _propose_and_carry_out("sync", files, words, python, ld_library_path, request, source)

@@ -11,6 +11,7 @@ each distribution the plan touches is blamed on the line that changed.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -122,7 +123,14 @@ def _blame(plan: Plan, now: RequirementsFile, before: RequirementsFile | None) -
     return tuple(out)
 
 
-def _fix(check_path: str, plan: Plan, blame: tuple[Blame, ...], mode: str) -> tuple[str, ...]:
+def _fix(
+    check_path: str,
+    plan: Plan,
+    blame: tuple[Blame, ...],
+    mode: str,
+    apply: tuple[str, ...],
+) -> tuple[str, ...]:
+    """`apply`: the words that bring the command to this environment and its wheels."""
     out = []
     versions = {nv.name: nv.version for nv in plan.remove}
     for b in blame:
@@ -132,13 +140,12 @@ def _fix(check_path: str, plan: Plan, blame: tuple[Blame, ...], mode: str) -> tu
             out.append(f"list {b.name}=={versions[b.name]} in {check_path}")
         elif b.text:
             out.append(f"revert line {b.line}: {b.text}")
-    if plan.repair is not None and plan.repair.safe:
+    if plan.repair is not None and plan.repair.safe is not False:
         names = ", ".join(p.name for p in plan.repair.reinstall)
         lead = "or apply" if out else "apply"
-        out.append(
-            f"{lead} it with `cudatx {mode} {check_path} --repair`, which then reinstalls "
-            f"{names} (safe)"
-        )
+        command = shlex.join(["cudatx", mode, check_path, "--repair", *apply])
+        verdict = "safe" if plan.repair.safe else "its --dry-run checks it with their wheels"
+        out.append(f"{lead} it with `{command}`, which then reinstalls {names} ({verdict})")
     return tuple(out)
 
 
@@ -180,5 +187,7 @@ def check_file(
         committed=before is not None,
         plan=plan,
         blame=blame,
-        fix=_fix(path, plan, blame, mode) if not plan.safe else (),
+        fix=_fix(path, plan, blame, mode, ("--python", env.target.prefix, *planning.uv_options))
+        if not plan.safe
+        else (),
     )

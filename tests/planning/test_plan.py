@@ -892,13 +892,17 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
         "Would leave hollow (installed, but missing files their RECORD lists):",
         f" ! {CU13}=={CU13_VERSION}",
         "Already broken before this change (not counted): 2 (see `cudatx doctor`)",
-        f"Suggested: cudatx remove 'nvidia-cudnn-cu1[2]' --dry-run --repair  (reinstalls {CU13} "
-        "after the removal; that dry run checks it with the reinstalled wheels' bytes)",
+        f"Suggested: cudatx remove 'nvidia-cudnn-cu1[2]' --python {trap} --dry-run --repair  "
+        f"(reinstalls {CU13} after the removal; that dry run checks it with the reinstalled "
+        "wheels' bytes)",
     ]
     # the suggestion, as a user pastes it (it carries --dry-run while applying is not there)
     command = lines[-1].removeprefix("Suggested: ").split("  (")[0]
     argv = shlex.split(command)
     assert argv[:2] == ["cudatx", "remove"]
+    assert argv[argv.index("--python") + 1] == os.fspath(trap)  # pastes into any shell
+    argv.remove("--python")
+    argv.remove(os.fspath(trap))
     after = remove(trap, *argv[2:], cwd=work)
     assert after.returncode == 0, after.stdout
     assert after.lines[:5] == [
