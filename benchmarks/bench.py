@@ -214,8 +214,36 @@ def measure(
     return Measured(walls, peaks, codes)
 
 
+# The CUDA 12 twins of the four CUDA 13 wheels torch 2.14.1 installs that share their paths,
+# as a contaminated environment has them over the CUDA 13 ones (from the package index).
+CU12_FOUR = [
+    "nvidia-cudnn-cu12==9.10.2.21",
+    "nvidia-nccl-cu12==2.27.5",
+    "nvidia-cusparselt-cu12==0.7.1",
+    "nvidia-nvshmem-cu12==3.3.20",
+]
+
+
+def contaminated_env(base: Path) -> Path:
+    """The torch environment with the CUDA 12 four installed over its CUDA 13 ones."""
+    from tests.support.torch_env import copy_env, download_wheels
+
+    folder = base / "contaminated"
+    done = folder / ".complete"
+    if done.exists():
+        return folder / "env"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    env = copy_env(torch_env(base), folder)
+    wheels = download_wheels(CU12_FOUR, folder / "wheels")
+    uv_install(env, wheels, link_mode="copy")
+    done.write_text("torch 2.14.1 + six + " + " ".join(CU12_FOUR) + "\n")
+    return env
+
+
 def torch_bench(base: Path, work: Path, rounds: int) -> tuple[int, Measured]:
     env_path = torch_env(base)
+    twins = contaminated_env(base)
     py = sys.executable
     env = child_env(work / "pycache", work / "cache-torch")
     elfs = elf_files(env_path)
@@ -234,6 +262,16 @@ def torch_bench(base: Path, work: Path, rounds: int) -> tuple[int, Measured]:
         "cudatx doctor (warm)": [*cudatx, "doctor", *target],
         "cudatx doctor (cold)": [*cudatx, "doctor", "--no-cache", *target],
         "pip --python ENV check": [py, "-m", "pip", "--python", str(env_path), "check"],
+        "cudatx remove six --dry-run (cold, cu12 over)": [
+            *cudatx,
+            "remove",
+            "six",
+            "--dry-run",
+            "--no-cache",
+            "--python",
+            str(twins),
+        ],
+        "pip --python ENV check (cu12 over)": [py, "-m", "pip", "--python", str(twins), "check"],
         "uv pip list --python ENV": [uv_bin(), "pip", "list", "--python", str(env_path)],
         f"ldd over every ELF ({len(elfs)})": ["ldd", *elfs],
         "cudatx --version": [*cudatx, "--version"],
@@ -280,16 +318,24 @@ def report(torch: tuple[int, Measured] | None, scale: Measured | None) -> str:
         ]
         widths = (42, 9, 12, 10, 5)
         lines.append(_row(("command", "median s", "ratio", "peak MB", "exit"), widths))
+        twins = median["pip --python ENV check (cu12 over)"]
         for key, value in median.items():
-            peer = version if "version" in key else check
+            peer = version if "version" in key else twins if "cu12 over" in key else check
             cells = (key, f"{value:.3f}", f"{value / peer:.2f}x", f"{peaks[key] / 1024:.0f}")
             lines.append(_row((*cells, str(codes[key])), widths))
-        lines.append("ratio: to `pip --python ENV check`; --version lines to `pip --version`")
+        lines.append(
+            "ratio: to `pip --python ENV check` of the same environment; --version lines to "
+            "`pip --version`; cu12 over: torch 2.14.1 with the CUDA 12 cuDNN, NCCL, "
+            "cuSPARSELt and NVSHMEM installed over its CUDA 13 ones"
+        )
         warm = median["cudatx remove six --dry-run (warm)"] / check
         cold = median["cudatx remove six --dry-run (cold)"] / check
         ver = median["cudatx --version"] / version
         peak = peaks["cudatx remove six --dry-run (cold)"] / 1024
+        over = median["cudatx remove six --dry-run (cold, cu12 over)"] / twins
         lines += [
+            f"target  cold remove six, cu12 over, <= 1x pip check: {over:.2f}x  "
+            f"{'met' if over <= 1 else 'NOT met'}",
             "",
             f"target  warm remove six --dry-run <= 0.4x pip check: {warm:.2f}x  "
             f"{'met' if warm <= 0.4 else 'NOT met'}",

@@ -395,4 +395,6 @@ def test_a_warm_plan_reports_requirements_as_a_cold_one(
     cold, first, warm = plan("--no-cache"), plan(), plan()
     assert cold == first == warm
     assert cold["requirements_broken"] == [{"dist": "user", "requirement": "base"}]
-    assert "needer 1.0 requires base>=2, which is installed at 1.0" in json.dumps(cold["preexisting"])
+    assert "needer 1.0 requires base>=2, which is installed at 1.0" in json.dumps(
+        cold["preexisting"]
+    )

@@ -8,6 +8,7 @@ torch the tests are skipped, saying why.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,8 @@ def torch_env() -> Path:
 
 def download_wheels(names: list[str], folder: Path, *, deps: bool = False) -> list[Path]:
     """Wheels from the package index, with pip (which knows this machine's indexes): one per
-    name is returned; with `deps`, what they require lands in `folder` too."""
+    name (or `name==version`) is returned; with `deps`, what they require lands in `folder`
+    too."""
     no_deps = [] if deps else ["--no-deps"]
     done = subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", *no_deps, "-d", str(folder), *names],
@@ -54,7 +56,8 @@ def download_wheels(names: list[str], folder: Path, *, deps: bool = False) -> li
     if done.returncode != 0:
         pytest.skip(f"pip could not download {' '.join(names)}: {done.stderr.strip()[-200:]}")
     wheels = []
-    for name in names:
+    for spec in names:
+        name = re.split(r"[=<>!~;\[ ]", spec, maxsplit=1)[0]
         found = sorted(folder.glob(name.replace("-", "_") + "-*.whl"))
         if not found:
             pytest.skip(f"pip downloaded no wheel for {name}")
