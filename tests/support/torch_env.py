@@ -1,8 +1,9 @@
-"""A real torch 2.14.1 environment for the slow tests, built once and reused.
+"""Real torch environments for the slow tests, built once each and reused.
 
-`pip install torch==2.14.1` (pip, not uv: on these machines pip finds the CUDA build of
-torch and its nvidia wheels in the machine's wheel store, offline). Where pip cannot get
-torch the tests are skipped, saying why.
+`pip install torch==VERSION` (pip, not uv: on these machines pip finds the CUDA 13 build of
+torch 2.14.1 and its nvidia wheels in the machine's wheel store, offline; older releases, a
+CUDA 12 build with the `nvidia-*-cu12` wheels, come from the package index). Where pip
+cannot get torch the tests are skipped, saying why.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
-TORCH = "torch==2.14.1"
+TORCH = "2.14.1"
 
 
-def torch_env() -> Path:
-    default = Path.home() / ".cache" / "cudatx-tests" / "torch-2.14.1"
-    path = Path(os.environ.get("CUDATX_TEST_TORCH_ENV", default))
+def torch_env(version: str = TORCH) -> Path:
+    """~/.cache/cudatx-tests/torch-VERSION (for 2.14.1: CUDATX_TEST_TORCH_ENV if set)."""
+    default = Path.home() / ".cache" / "cudatx-tests" / f"torch-{version}"
+    override = os.environ.get("CUDATX_TEST_TORCH_ENV") if version == TORCH else None
+    path = Path(override or default)
     done = path / ".cudatx-complete"
     if done.exists():
         return path
@@ -29,7 +32,7 @@ def torch_env() -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     pip = subprocess.run(
-        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", TORCH],
+        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", f"torch=={version}"],
         capture_output=True,
         text=True,
         check=False,
@@ -37,8 +40,8 @@ def torch_env() -> Path:
     if pip.returncode != 0:
         shutil.rmtree(path, ignore_errors=True)
         tail = (pip.stderr or pip.stdout).strip().splitlines()[-1:] or ["no output"]
-        pytest.skip(f"pip could not install {TORCH}: {tail[0]}")
-    done.write_text(TORCH + "\n")
+        pytest.skip(f"pip could not install torch=={version}: {tail[0]}")
+    done.write_text(f"torch=={version}\n")
     return path
 
 
@@ -80,12 +83,12 @@ def copy_env(pristine: Path, into: Path) -> Path:
     return copy
 
 
-def torch_with(wheels: list[Path], into: Path) -> Path:
-    """A copy of the torch environment with `wheels` installed over it (real uv, --no-deps,
+def torch_with(wheels: list[Path], into: Path, version: str = TORCH) -> Path:
+    """A copy of a torch environment with `wheels` installed over it (real uv, --no-deps,
     offline): the last one installed wins the bytes of any path two wheels share."""
     from tests.support import uv_bin
 
-    env = copy_env(torch_env(), into)
+    env = copy_env(torch_env(version), into)
     install = [uv_bin(), "pip", "install", "--python", str(env), "--no-deps", "--offline"]
     done = subprocess.run(
         [*install, *map(str, wheels)],
@@ -95,3 +98,21 @@ def torch_with(wheels: list[Path], into: Path) -> Path:
     )
     assert done.returncode == 0, done.stderr
     return env
+
+
+def local_store() -> Path | None:
+    """This machine's wheel store, where pip finds torch 2.14.1 and its CUDA 13 wheels
+    offline (pip's find-links, `pip config list`), or None where it has none."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.splitlines()
+    values = [v for k, _, v in (line.partition("=") for line in listed) if k.endswith("find-links")]
+    values.append(os.environ.get("PIP_FIND_LINKS", ""))
+    for value in values:
+        for part in value.strip().strip("'\"").split():
+            if Path(part).is_dir():
+                return Path(part)
+    return None
