@@ -46,8 +46,8 @@ CU13 = {
 }
 # (torch release, the four it needs, the four installed over them, the selector that cures)
 STORIES = [
-    pytest.param("2.9.1", CU12, CU13, "cuda:13", id="torch-2.9.1-cu13-over"),
-    pytest.param("2.14.1", CU13, CU12, "cuda:12", id="torch-2.14.1-cu12-over"),
+    pytest.param(("2.9.1", CU12, CU13, "cuda:13"), id="torch-2.9.1-cu13-over"),
+    pytest.param(("2.14.1", CU13, CU12, "cuda:12"), id="torch-2.14.1-cu12-over"),
 ]
 
 
