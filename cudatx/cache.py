@@ -41,7 +41,10 @@ from pathlib import Path
 
 from cudatx import __version__
 
-SCHEMA = 1
+# 2: version definitions, DT_FLAGS, dynamic symbols; a rowid table, since a WITHOUT ROWID
+# table keeps whole rows in its interior pages and a large value (a library's symbols)
+# then slowed every lookup to milliseconds.
+SCHEMA = 2
 DATABASE = "scan.sqlite"
 LOCK = "scan.lock"
 RACY_NS = 2_000_000_000  # FAT stamps have 2 s steps; ext3 and HFS+ have 1 s
@@ -278,7 +281,7 @@ def _prepare(db: sqlite3.Connection, path: Path) -> None:
     db.execute(
         "CREATE TABLE entries (kind TEXT NOT NULL, key TEXT NOT NULL, state TEXT NOT NULL, "
         "value TEXT NOT NULL, crc INTEGER NOT NULL, used INTEGER NOT NULL, "
-        "PRIMARY KEY (kind, key)) WITHOUT ROWID"
+        "PRIMARY KEY (kind, key))"
     )
     db.executemany(
         "INSERT INTO meta VALUES (?, ?)", [("schema", str(SCHEMA)), ("version", _fingerprint())]
@@ -318,7 +321,9 @@ _FINGERPRINTED = (
     "discover/preloads.py",
     "discover/sitewalk.py",
     "elf/reader.py",
+    "loader/binding.py",
     "loader/fileview.py",
+    "loader/process.py",
     "models.py",
 )
 

@@ -73,6 +73,39 @@ class VersionNeed(Frozen):
 
     file: str
     versions: tuple[str, ...]
+    weak: tuple[str, ...] = ()  # those of `versions` whose vna_flags has VER_FLG_WEAK
+
+
+class Symbols(Frozen):
+    """An object's dynamic symbols, as glibc's symbol lookup reads them (elf/dl-lookup.c
+    check_match), kept as the sets the lookup asks about rather than symbol by symbol.
+
+    A reference is a name, "name@V@file" when `.gnu.version` gives it a version needed from
+    `file` (its Elf_Verneed), or "name@V@" for a version of the object's own. Definitions
+    are sets of cudatx.digest.symbol_key, packed (cudatx.digest.pack_keys): `exact` holds
+    "name@V" for each definition of version V (default `@@` or not), `plain` the names an
+    unversioned reference binds to (no version, the base or first version, or the only
+    non-hidden version of that name), `loose` the names a reference of another version
+    binds to (no version, not hidden).
+    """
+
+    undefined: tuple[str, ...] = ()  # non-weak references
+    weak_undefined: tuple[str, ...] = ()
+    exact: str = ""
+    plain: str = ""
+    loose: str | None = None  # None: the same as `plain` (an unversioned object)
+
+    def references(self) -> tuple[tuple[str, str | None, str | None], ...]:
+        """The non-weak references as (name, version, file)."""
+        out: list[tuple[str, str | None, str | None]] = []
+        for ref in self.undefined:
+            name, at, rest = ref.partition("@")
+            if not at:
+                out.append((name, None, None))
+            else:
+                version, _, file = rest.partition("@")
+                out.append((name, version, file or None))
+        return tuple(out)
 
 
 class ElfInfo(Frozen):
@@ -87,9 +120,13 @@ class ElfInfo(Frozen):
     needed: tuple[str, ...] = ()
     rpath: str | None = None  # raw DT_RPATH string
     runpath: str | None = None  # raw DT_RUNPATH string
+    flags: int = 0  # DT_FLAGS
     flags_1: int = 0  # DT_FLAGS_1
     interpreter: str | None = None  # PT_INTERP
     version_needs: tuple[VersionNeed, ...] = ()
+    # The version names of DT_VERDEF, the base (the soname) included as glibc's
+    # match_symbol compares them all; None when the object has no DT_VERDEF.
+    version_defs: tuple[str, ...] | None = None
 
 
 class How(StrEnum):
@@ -163,3 +200,6 @@ class Resolution(Frozen):
     attempts: tuple[Attempt, ...] = ()
     root: str | None = None  # the load root whose context this resolution belongs to
     cause: str | None = None  # for a load that failed by another need: the name that failed
+    # What glibc's checks after the file is found miss (cudatx.loader.binding): "`V'" for a
+    # version the provider does not define, "sym" or "sym@V" for a symbol nothing binds.
+    missing: tuple[str, ...] = ()

@@ -9,9 +9,12 @@ read, since shared libraries reach 1 GB.
 
 from __future__ import annotations
 
+import array
 import functools
 import os
 import re
+import struct
+import sys
 from collections.abc import Callable
 from typing import IO, Any, NamedTuple, TypeVar
 
@@ -21,8 +24,9 @@ from elftools.construct import ConstructError
 from elftools.elf.enums import ENUM_E_MACHINE
 from elftools.elf.structs import ELFStructs
 
+from cudatx.digest import pack_keys, symbol_key
 from cudatx.errors import ElfReadError
-from cudatx.models import ElfInfo, VersionNeed
+from cudatx.models import ElfInfo, Symbols, VersionNeed
 
 _MAGIC = b"\x7fELF"
 _EI_NIDENT = 16
@@ -133,12 +137,18 @@ def _read_header(path: str, stream: IO[bytes]) -> _Elf:
     return _Elf(ident, elf_class, header, structs, os.fstat(stream.fileno()).st_size)
 
 
-def _parse_dynamic(
-    path: str, stream: IO[bytes], elf: _Elf, *, with_versions: bool
-) -> tuple[ElfInfo, bytes]:
-    """The ElfInfo of the object and its raw dynamic string table."""
-    ident, elf_class, header, structs, size = elf
-    machine, elf_type = header["e_machine"], header["e_type"]
+class _Dynamic(NamedTuple):
+    """The dynamic table of an object: its segments, tags and string table."""
+
+    loads: list[_Load]
+    tags: dict[str, int]  # the last value of each single-valued tag
+    needed: list[int]  # DT_NEEDED string offsets, in order
+    interpreter: str | None
+    strtab: bytes
+
+
+def _dynamic(stream: IO[bytes], elf: _Elf) -> _Dynamic:
+    _, _, header, structs, size = elf
     phoff: int = header["e_phoff"]
     phentsize: int = header["e_phentsize"]
     phnum: int = header["e_phnum"]
@@ -186,31 +196,30 @@ def _parse_dynamic(
             raise ValueError("DT_STRTAB without DT_STRSZ")
         strtab_offset = _file_offset(loads, tags["DT_STRTAB"])
         strtab = _read_at(stream, strtab_offset, tags["DT_STRSZ"], size)
+    return _Dynamic(loads, tags, needed, interpreter, strtab)
+
+
+def _parse_dynamic(
+    path: str, stream: IO[bytes], elf: _Elf, *, with_versions: bool
+) -> tuple[ElfInfo, bytes]:
+    """The ElfInfo of the object and its raw dynamic string table."""
+    ident, elf_class, header, structs, _ = elf
+    machine, elf_type = header["e_machine"], header["e_type"]
+    loads, tags, needed, interpreter, strtab = _dynamic(stream, elf)
 
     def string(key: str) -> str | None:
         return _cstring(strtab, tags[key]) if key in tags else None
 
     version_needs: list[VersionNeed] = []
-    if with_versions and "DT_VERNEED" in tags:
-        # Bounded by the counts (as readelf does); glibc follows vn_next/vna_next until 0 and
-        # ignores them, which reads the same in any object the link editor wrote.
-        offset = _file_offset(loads, tags["DT_VERNEED"])
-        for _ in range(tags.get("DT_VERNEEDNUM", 0)):
-            verneed = struct_parse(structs.Elf_Verneed, stream, offset)
-            names: list[str] = []
-            aux_offset = offset + verneed["vn_aux"]
-            for _ in range(verneed["vn_cnt"]):
-                vernaux = struct_parse(structs.Elf_Vernaux, stream, aux_offset)
-                names.append(_cstring(strtab, vernaux["vna_name"]))
-                if not vernaux["vna_next"]:
-                    break
-                aux_offset += vernaux["vna_next"]
-            version_needs.append(
-                VersionNeed(file=_cstring(strtab, verneed["vn_file"]), versions=tuple(names))
-            )
-            if not verneed["vn_next"]:
-                break
-            offset += verneed["vn_next"]
+    version_defs: tuple[str, ...] | None = None
+    if with_versions:
+        version_needs = [
+            VersionNeed(file=file, versions=tuple(n for n, _, _ in auxes), weak=weak)
+            for file, auxes in _verneed(stream, structs, loads, tags, strtab)
+            for weak in [tuple(n for n, flags, _ in auxes if flags & _VER_FLG_WEAK)]
+        ]
+        if "DT_VERDEF" in tags:
+            version_defs = tuple(_verdef(stream, structs, loads, tags, strtab).values())
 
     info = ElfInfo(
         path=path,
@@ -222,11 +231,212 @@ def _parse_dynamic(
         needed=tuple(_cstring(strtab, offset) for offset in needed),
         rpath=string("DT_RPATH"),
         runpath=string("DT_RUNPATH"),
+        flags=tags.get("DT_FLAGS", 0),
         flags_1=tags.get("DT_FLAGS_1", 0),
         interpreter=interpreter,
         version_needs=tuple(version_needs),
+        version_defs=version_defs,
     )
     return info, strtab
+
+
+def _verneed(
+    stream: IO[bytes], structs: ELFStructs, loads: list[_Load], tags: dict[str, int], strtab: bytes
+) -> list[tuple[str, list[tuple[str, int, int]]]]:
+    """DT_VERNEED: each file and its (version name, vna_flags, vna_other) entries.
+
+    Bounded by the counts (as readelf does); glibc follows vn_next/vna_next until 0 and
+    ignores them, which reads the same in any object the link editor wrote.
+    """
+    out: list[tuple[str, list[tuple[str, int, int]]]] = []
+    if "DT_VERNEED" not in tags:
+        return out
+    offset = _file_offset(loads, tags["DT_VERNEED"])
+    for _ in range(tags.get("DT_VERNEEDNUM", 0)):
+        verneed = struct_parse(structs.Elf_Verneed, stream, offset)
+        auxes: list[tuple[str, int, int]] = []
+        aux_offset = offset + verneed["vn_aux"]
+        for _ in range(verneed["vn_cnt"]):
+            vernaux = struct_parse(structs.Elf_Vernaux, stream, aux_offset)
+            auxes.append(
+                (_cstring(strtab, vernaux["vna_name"]), vernaux["vna_flags"], vernaux["vna_other"])
+            )
+            if not vernaux["vna_next"]:
+                break
+            aux_offset += vernaux["vna_next"]
+        out.append((_cstring(strtab, verneed["vn_file"]), auxes))
+        if not verneed["vn_next"]:
+            break
+        offset += verneed["vn_next"]
+    return out
+
+
+def _verdef(
+    stream: IO[bytes], structs: ELFStructs, loads: list[_Load], tags: dict[str, int], strtab: bytes
+) -> dict[int, str]:
+    """DT_VERDEF: version index (vd_ndx) -> name, the base version (VER_FLG_BASE) included;
+    its index is the base's (1) in every object the link editor writes."""
+    out: dict[int, str] = {}
+    offset = _file_offset(loads, tags["DT_VERDEF"])
+    for _ in range(tags.get("DT_VERDEFNUM", 0)):
+        verdef = struct_parse(structs.Elf_Verdef, stream, offset)
+        aux = struct_parse(structs.Elf_Verdaux, stream, offset + verdef["vd_aux"])
+        out[verdef["vd_ndx"] & 0x7FFF] = _cstring(strtab, aux["vda_name"])
+        if not verdef["vd_next"]:
+            break
+        offset += verdef["vd_next"]
+    return out
+
+
+def read_symbols(path: str) -> Symbols:
+    """The dynamic symbols of the object at `path`, sorted as glibc's lookup asks about them
+    (cudatx.models.Symbols); raises ElfReadError as read_elf does."""
+    return _read(path, _parse_symbols)
+
+
+# Symbol types a definition may have (check_match's ALLOWED_STT): NOTYPE, OBJECT, FUNC,
+# COMMON, TLS, GNU_IFUNC; bindings that define (GLOBAL, WEAK, GNU_UNIQUE).
+_ALLOWED_STT = frozenset((0, 1, 2, 5, 6, 10))
+_DEFINING_BIND = frozenset((1, 2, 10))
+_STB_WEAK = 2
+_STT_TLS = 6
+_SHN_UNDEF = 0
+_SHN_ABS = 0xFFF1
+_VER_FLG_WEAK = 0x2
+_VERSYM_HIDDEN = 0x8000
+
+
+def _parse_symbols(stream: IO[bytes], elf: _Elf) -> Symbols:
+    loads, tags, _, _, strtab = _dynamic(stream, elf)
+    if "DT_SYMTAB" not in tags:
+        return Symbols()
+    little = elf.ident[5] == 1
+    order = "<" if little else ">"
+    wide = elf.elf_class == 64
+    entry = tags.get("DT_SYMENT") or (24 if wide else 16)
+    symtab = _file_offset(loads, tags["DT_SYMTAB"])
+    count = _symbol_count(stream, elf, loads, tags, order)
+    raw = _read_at(stream, symtab, count * entry, elf.size)
+    # st_name, st_info, st_other, st_shndx, st_value (st_size unread) at their offsets.
+    layout = f"{order}IBBHQ" if wide else f"{order}IIxxxxBBH"
+    unpack = struct.Struct(layout).unpack_from
+    versym: array.array[int] | None = None
+    if "DT_VERSYM" in tags:
+        versym = array.array("H")
+        at = _file_offset(loads, tags["DT_VERSYM"])
+        versym.frombytes(_read_at(stream, at, 2 * count, elf.size))
+        if little != (sys.byteorder == "little"):
+            versym.byteswap()
+    structs = elf.structs
+    defs = _verdef(stream, structs, loads, tags, strtab) if "DT_VERDEF" in tags else {}
+    needs = {
+        other & 0x7FFF: (name, file)
+        for file, auxes in _verneed(stream, structs, loads, tags, strtab)
+        for name, _, other in auxes
+    }
+    names: dict[int, str] = {}
+
+    def name_at(offset: int) -> str:
+        found = names.get(offset)
+        if found is None:
+            found = names[offset] = _cstring(strtab, offset)
+        return found
+
+    undefined: list[str] = []
+    weak: list[str] = []
+    exact: list[str] = []
+    plain: list[str] = []
+    loose: list[str] = []
+    # Unversioned lookups accept the only non-hidden definition of index >= 3 in an object
+    # ("exactly one versioned symbol", do_lookup_x); count them per name.
+    later: dict[str, int] = {}
+    for index in range(1, count):
+        if wide:
+            st_name, info, other, shndx, value = unpack(raw, index * entry)
+        else:
+            st_name, value, info, other, shndx = unpack(raw, index * entry)
+        bind, kind = info >> 4, info & 0xF
+        ndx = versym[index] if versym is not None else 1
+        if shndx == _SHN_UNDEF:
+            if bind not in (1, _STB_WEAK) or not st_name:
+                continue
+            ref = name_at(st_name)
+            number = ndx & 0x7FFF
+            if number >= 2 and number in needs:
+                version, file = needs[number]
+                ref = f"{ref}@{version}@{file}"
+            elif number >= 2 and number in defs:
+                ref = f"{ref}@{defs[number]}@"
+            (weak if bind == _STB_WEAK else undefined).append(ref)
+            continue
+        # check_match: no value and neither absolute nor TLS is no definition; hidden and
+        # internal visibility binds locally (dl_symbol_visibility_binds_local_p).
+        if value == 0 and shndx != _SHN_ABS and kind != _STT_TLS:
+            continue
+        if kind not in _ALLOWED_STT or bind not in _DEFINING_BIND or other & 3 in (1, 2):
+            continue
+        name = name_at(st_name)
+        if versym is None:
+            plain.append(name)
+            continue
+        number, hidden = ndx & 0x7FFF, ndx & _VERSYM_HIDDEN
+        if number >= 2 and number in defs:
+            exact.append(f"{name}@{defs[number]}")
+        if number < 3:
+            plain.append(name)  # no version, the base, or the first version
+            if (number < 2 or number not in defs) and not hidden:
+                loose.append(name)
+        elif not hidden:
+            later[name] = later.get(name, 0) + 1
+    if versym is not None:
+        have = set(plain)
+        plain += [name for name, seen in later.items() if seen == 1 and name not in have]
+    return Symbols(
+        undefined=tuple(undefined),
+        weak_undefined=tuple(weak),
+        exact=pack_keys([symbol_key(k) for k in exact]),
+        plain=pack_keys([symbol_key(k) for k in dict.fromkeys(plain)]),
+        loose=pack_keys([symbol_key(k) for k in dict.fromkeys(loose)])
+        if versym is not None
+        else None,
+    )
+
+
+def _symbol_count(
+    stream: IO[bytes], elf: _Elf, loads: list[_Load], tags: dict[str, int], order: str
+) -> int:
+    """How many entries .dynsym has: DT_HASH's nchain, else the end of DT_GNU_HASH's last
+    chain, else the size of the .dynsym section (the dynamic table gives no count)."""
+    if "DT_HASH" in tags:
+        head = _read_at(stream, _file_offset(loads, tags["DT_HASH"]), 8, elf.size)
+        return int(struct.unpack(f"{order}II", head)[1])
+    if "DT_GNU_HASH" in tags:
+        start = _file_offset(loads, tags["DT_GNU_HASH"])
+        nbuckets, symoffset, bloom, _ = struct.unpack(
+            f"{order}IIII", _read_at(stream, start, 16, elf.size)
+        )
+        word = 8 if elf.elf_class == 64 else 4
+        buckets_at = start + 16 + bloom * word
+        buckets = array.array("I")
+        buckets.frombytes(_read_at(stream, buckets_at, 4 * nbuckets, elf.size))
+        if order != ("<" if sys.byteorder == "little" else ">"):
+            buckets.byteswap()
+        last = max(buckets, default=0)
+        if last < symoffset:
+            return int(symoffset)
+        chain_at = buckets_at + 4 * nbuckets
+        while True:
+            (value,) = struct.unpack(
+                f"{order}I", _read_at(stream, chain_at + 4 * (last - symoffset), 4, elf.size)
+            )
+            last += 1
+            if value & 1:
+                return last
+    section = _section(stream, elf, b".dynsym")
+    if section is None:
+        return 0
+    size: int = section["sh_size"]
+    return size // (tags.get("DT_SYMENT") or (24 if elf.elf_class == 64 else 16))
 
 
 def _rodata_sonames(stream: IO[bytes], elf: _Elf) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ import fnmatch
 import glob
 import os
 import stat
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter
 
+from cudatx.cache import file_key, settled
 from cudatx.errors import ElfReadError
-from cudatx.models import ElfInfo, Frozen
+from cudatx.models import ElfInfo, Frozen, Symbols
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -54,6 +56,9 @@ class FileView:
         self.cache = cache
         self._probes: dict[str, Probe] = {}
         self._strings: dict[str, tuple[str, ...]] = {}
+        self._symbols: dict[str, Symbols | None] = {}
+        # File id -> what cudatx.loader.binding made of its symbols, for the loader's use.
+        self.tables: dict[object, object] = {}
         self._stats: dict[str, os.stat_result] = {}
         self._folders: dict[str, bool] = {}
         self._globbed: dict[str, list[str]] = {}
@@ -74,6 +79,57 @@ class FileView:
         if cached is None:
             cached = self._strings[path] = self._read_strings(path)
         return cached
+
+    def symbols(self, path: str) -> Symbols | None:
+        """The object's dynamic symbols (cudatx.elf.reader.read_symbols); None where they
+        cannot be read. Read only when a symbol check needs them, and kept in the scan
+        cache apart from the probe: a torch library's symbols are megabytes."""
+        if path not in self._symbols:
+            self._symbols[path] = self._read_symbols(path)
+        return self._symbols[path]
+
+    def state(self, path: str) -> str | None:
+        """What identifies the bytes at `path` as probed (cudatx.cache.file_key); None when
+        it was not probed or changed too recently to be told apart from a later write."""
+        st = self._stats.get(path)
+        if st is None or not settled(st):
+            return None
+        where, what = file_key(st)
+        return f"{where}:{what}"
+
+    def recall(self, kind: str, key: str) -> str | None:
+        """A verdict kept in the scan cache under the exact text `key` (None: not kept)."""
+        if self.cache is None:
+            return None
+        return self.cache.get(kind, f"{zlib.crc32(key.encode()):08x}:{len(key)}", key)
+
+    def keep(self, kind: str, key: str, text: str) -> None:
+        if self.cache is not None:
+            self.cache.put(kind, f"{zlib.crc32(key.encode()):08x}:{len(key)}", key, text)
+
+    def _read_symbols(self, path: str) -> Symbols | None:
+        st = self._stats.get(path)
+        if st is None:
+            return None
+        if self.cache is not None:
+            text = self.cache.get_file("syms", st)
+            if text is not None:
+                try:
+                    return None if text == "null" else Symbols.model_validate_json(text)
+                except ValueError:
+                    self.cache.invalid()
+        from cudatx.elf.reader import read_symbols
+
+        try:
+            found: Symbols | None = read_symbols(path)
+        except ElfReadError as exc:
+            if exc.io:
+                return None
+            found = None
+        if self.cache is not None:
+            text = "null" if found is None else found.model_dump_json(exclude_defaults=True)
+            self.cache.put_file("syms", st, text)
+        return found
 
     def glob(self, pattern: str) -> list[str]:
         """Python's glob, in its own (directory) order, as the package's code sees it."""
@@ -211,6 +267,7 @@ class OverlayView(FileView):
     ) -> None:
         super().__init__(base.cache)
         self._base = base
+        self.tables = base.tables
         self._gone = gone
         self._key = key
         self._arriving = arriving or {}
@@ -246,6 +303,18 @@ class OverlayView(FileView):
         if staged is not None:
             return self._base.strings(staged)
         return () if self._is_gone(path) else self._base.strings(path)
+
+    def symbols(self, path: str) -> Symbols | None:
+        staged = self._staged(path)
+        if staged is not None:
+            return self._base.symbols(staged)
+        return None if self._is_gone(path) else self._base.symbols(path)
+
+    def state(self, path: str) -> str | None:
+        staged = self._staged(path)
+        if staged is not None:
+            return self._base.state(staged)
+        return None if self._is_gone(path) else self._base.state(path)
 
     def is_folder(self, path: str) -> bool:
         if self._new_folders and self._key(os.path.join(path, "x"))[:-2] in self._new_folders:

@@ -15,7 +15,10 @@ and elf/dl-deps.c (_dl_map_object_deps). The search order for a name without '/'
 Every search folder is tried with glibc's hwcap subfolders first (SystemLoader.subdirs).
 A file of the wrong ELF class or machine is passed over; a file that is not a loadable ELF
 object ends the search with an error, as open_verify's `lose` path does. A file found again
-under another name is reused when its (st_dev, st_ino) matches a loaded object.
+under another name is reused when its (st_dev, st_ino) matches a loaded object. Once every
+name of a dlopen is found, glibc's version and symbol checks follow (cudatx.loader.binding,
+whose docstring lists its own deviations), in the scopes kept here: each object's DT_NEEDED
+objects, and the global scope with what RTLD_GLOBAL loads add to it.
 
 Deliberate deviations from glibc (also listed in README.md):
 - after a need that cannot be met, resolution goes on so that one run names every missing
@@ -27,6 +30,7 @@ Deliberate deviations from glibc (also listed in README.md):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cudatx.elf.system import SystemLoader
+from cudatx.loader import binding
 from cudatx.loader.fileview import FileView, Probe, Seen
 from cudatx.models import Attempt, ElfInfo, Evidence, How, Outcome, Resolution, Status
 
@@ -53,6 +58,10 @@ class Loaded:
     names: set[str] = field(default_factory=set)
     origin: str = ""
     evidence: Evidence = Evidence.DT_NEEDED  # how it came to be mapped
+    # What its DT_NEEDED entries mapped, in order (elf/dl-deps.c builds search lists from
+    # them), and whether one of them is an object cudatx does not read (the driver's).
+    deps: list[Loaded] = field(default_factory=list)
+    opaque: bool = False
 
     def answers_to(self, name: str) -> bool:
         return name in self.names or name == self.info.soname
@@ -110,6 +119,8 @@ class Process:
         # with its trailing slash.
         self._system_prefixes = tuple(d.rstrip("/") + "/" for d in system.default_dirs)
         self._hwcaps: dict[str, tuple[str, ...]] = {}  # folder -> its hwcap subfolders
+        # The global scope: the executable's search list, then what RTLD_GLOBAL loads add.
+        self.global_scope: list[Loaded] = []
         self.main = Loaded(
             path=executable.path,
             info=executable,
@@ -139,23 +150,34 @@ class Process:
         for obj in self.objects:  # load order: a loader is always copied before its loadees
             loader = copies[id(obj.loader)] if obj.loader is not None else None
             copies[id(obj)] = Loaded(
-                obj.path, obj.info, obj.file_id, loader, set(obj.names), obj.origin, obj.evidence
+                obj.path,
+                obj.info,
+                obj.file_id,
+                loader,
+                set(obj.names),
+                obj.origin,
+                obj.evidence,
+                opaque=obj.opaque,
             )
+        for obj in self.objects:
+            copies[id(obj)].deps = [copies[id(d)] for d in obj.deps]
         twin.objects = list(copies.values())
         twin._named = []
         twin.main = copies[id(self.main)]
+        twin.global_scope = [copies[id(o)] for o in self.global_scope]
         return twin
 
-    def mark(self) -> tuple[int, int]:
+    def mark(self) -> tuple[int, int, int]:
         """A point `undo` can return to: a failed dlopen leaves nothing mapped in glibc."""
-        return len(self.objects), len(self._named)
+        return len(self.objects), len(self._named), len(self.global_scope)
 
-    def undo(self, mark: tuple[int, int]) -> None:
-        objects, named = mark
+    def undo(self, mark: tuple[int, int, int]) -> None:
+        objects, named, scope = mark
         for obj, name in self._named[named:]:
             obj.names.discard(name)
         del self._named[named:]
         del self.objects[objects:]
+        del self.global_scope[scope:]
 
     def find(self, path: str) -> Loaded | None:
         return next((obj for obj in self.objects if obj.path == path), None)
@@ -163,8 +185,27 @@ class Process:
     # -- loading -------------------------------------------------------------------------
 
     def start(self) -> LoadResult:
-        """Map the executable's dependencies, as rtld does before main() runs."""
-        return self._load_deps(self.main, root=self.main.path, first=[], root_is_new=False)
+        """Map the executable's dependencies, as rtld does before main() runs.
+
+        Their versions and symbols are not checked: the interpreter runs, so they hold.
+        """
+        done = self._load_deps(self.main, root=self.main.path, first=[], root_is_new=False)
+        self.global_scope = self.search_list(self.main)
+        return done
+
+    def search_list(self, root: Loaded) -> list[Loaded]:
+        """`root` and its dependencies breadth-first, each once: the l_searchlist that
+        elf/dl-deps.c _dl_map_object_deps builds, objects loaded before included."""
+        order = [root]
+        seen = {id(root)}
+        index = 0
+        while index < len(order):
+            for dep in order[index].deps:
+                if id(dep) not in seen:
+                    seen.add(id(dep))
+                    order.append(dep)
+            index += 1
+        return order
 
     def dlopen(
         self,
@@ -174,38 +215,175 @@ class Process:
         root: str,
         evidence: Evidence = Evidence.IMPORT,
         needed_by: str | None = None,
+        now: bool | None = None,
+        global_: bool | None = None,
     ) -> LoadResult:
         """dlopen(name) called from code in `caller`, whose search path it uses.
 
         `needed_by` names who asked when that is not the caller's own code: a package's
-        __init__.py preloading with ctypes runs dlopen from libpython.
+        __init__.py preloading with ctypes runs dlopen from libpython. `now` and `global_`
+        are RTLD_NOW and RTLD_GLOBAL; by default, what the evidence says: Python imports
+        with sys.getdlopenflags() (RTLD_NOW, local), ctypes always adds RTLD_NOW and torch
+        preloads with RTLD_GLOBAL, and a library's own dlopen is taken as lazy and local.
         """
+        if now is None:
+            now = evidence in (Evidence.IMPORT, Evidence.PRELOAD)
+        if global_ is None:
+            global_ = evidence is Evidence.PRELOAD
         resolution, obj, new = self._resolve(name, caller, root, evidence, needed_by)
         if obj is None or not new:
+            if obj is not None and global_:
+                self._make_global(obj)  # an object already open is promoted (dl-open.c)
             return LoadResult(root=root, ok=_ok(resolution), loaded=(), resolutions=(resolution,))
-        return self._load_deps(obj, root=root, first=[resolution], root_is_new=True)
+        done = self._load_deps(obj, root=root, first=[resolution], root_is_new=True, now=now)
+        if global_ and done.ok:
+            self._make_global(obj)
+        return done
+
+    def _make_global(self, obj: Loaded) -> None:
+        # dl-open.c add_to_global_update: the dlopen's search list, in order, each once.
+        have = {id(o) for o in self.global_scope}
+        self.global_scope += [o for o in self.search_list(obj) if id(o) not in have]
 
     def _load_deps(
-        self, first_obj: Loaded, root: str, first: list[Resolution], root_is_new: bool
+        self,
+        first_obj: Loaded,
+        root: str,
+        first: list[Resolution],
+        root_is_new: bool,
+        now: bool = False,
     ) -> LoadResult:
         # Breadth-first over DT_NEEDED, like _dl_map_object_deps: an object's needs are
         # looked up with that object as the loader, in DT_NEEDED order.
         resolutions = list(first)
         queue = [first_obj]
+        mapped_by = {id(first_obj): 0}  # object -> the resolution that mapped it
+        edges: dict[tuple[int, str], int] = {}  # (object, needed name) -> its resolution
         index = 0
         while index < len(queue):
             obj = queue[index]
             index += 1
             for needed in obj.info.needed:
                 resolution, dep, new = self._resolve(needed, obj, root)
+                edges.setdefault((id(obj), needed), len(resolutions))
                 resolutions.append(resolution)
-                if dep is not None and new:
-                    queue.append(dep)
+                if resolution.status is Status.SYSTEM:
+                    obj.opaque = True
+                if dep is not None:
+                    obj.deps.append(dep)
+                    if new:
+                        mapped_by[id(dep)] = len(resolutions) - 1
+                        queue.append(dep)
+        if root_is_new and all(_ok(r) for r in resolutions):
+            self._check(first_obj, queue, resolutions, mapped_by, edges, now)
         return LoadResult(
             root=root,
             ok=all(_ok(r) for r in resolutions),
             loaded=tuple(obj.path for obj in queue[0 if root_is_new else 1 :]),
             resolutions=tuple(resolutions),
+        )
+
+    # -- after the names: versions, then symbols (cudatx.loader.binding) ------------------
+
+    def _check(
+        self,
+        root: Loaded,
+        new: list[Loaded],
+        resolutions: list[Resolution],
+        mapped_by: dict[int, int],
+        edges: dict[tuple[int, str], int],
+        now: bool,
+    ) -> None:
+        """glibc's checks of a dlopen whose every name was found; the first failure is
+        written on the resolution it belongs to, which makes the dlopen fail."""
+        fresh = {id(o) for o in new}
+        order = [o for o in self.search_list(root) if id(o) in fresh]
+        for obj in order:  # _dl_check_map_versions, in search-list order
+            for need in obj.info.version_needs:
+                provider = self._already(need.file)
+                if provider is None:
+                    continue
+                missing = binding.missing_versions(obj.info, need.file, provider.info)
+                if missing:
+                    at = edges.get((id(obj), need.file), mapped_by[id(obj)])
+                    message = binding.version_message(provider.path, missing[0], obj.path)
+                    self._fail(resolutions, at, message, tuple(f"`{v}'" for v in missing))
+                    return
+        checked = [o for o in reversed(order) if now or binding.binds_now(o.info)]
+        if not checked:
+            return
+        scope = [*self.global_scope, *self.search_list(root)]
+        # The verdict is kept in the scan cache under the state of every file it read, so
+        # that a run on unchanged files reads no symbol (a torch library's are megabytes).
+        key = self._binding_key(checked, scope)
+        kept = self.view.recall("binding", key) if key else None
+        if kept is not None:
+            found = json.loads(kept)
+        else:
+            found = self._bind(checked, scope)
+            if key:
+                self.view.keep("binding", key, json.dumps(found))
+        if found:
+            index, name, version, file, missing = found
+            obj = checked[index]
+            at = mapped_by[id(obj)]
+            if file:
+                at = edges.get((id(obj), file), at)
+            message = binding.symbol_message(obj.path, name, version)
+            self._fail(resolutions, at, message, tuple(missing))
+
+    def _binding_key(self, checked: list[Loaded], scope: list[Loaded]) -> str | None:
+        lines: list[str] = []
+        for o in (*checked, None, *scope):
+            if o is None:
+                lines.append("")
+                continue
+            state = self.view.state(o.path)
+            if state is None:
+                return None
+            lines.append(f"{state} {int(o.opaque)} {' '.join(sorted(o.names))}")
+        return "\n".join(lines)
+
+    def _bind(self, checked: list[Loaded], scope: list[Loaded]) -> list[Any]:
+        """The first object of `checked` with a symbol nothing in `scope` defines, as
+        [its index, symbol, version, the version's file, every symbol missing], or []."""
+        tables = [self._table(o) for o in scope]
+        known = [t for t in tables if t is not None]
+        opaque = len(known) < len(tables) or any(o.opaque for o in scope)
+        readable: set[str] = set()
+        for o, t in zip(scope, tables, strict=True):
+            if t is not None:
+                readable |= o.names | {o.info.soname or ""}
+        for index, obj in enumerate(checked):
+            symbols = self.view.symbols(obj.path)
+            if symbols is None or not symbols.undefined:
+                continue
+            missing = binding.unbound(symbols, known, opaque=opaque, readable=readable)
+            if missing:
+                name, version = missing[0]
+                file = next(
+                    (f for n, v, f in symbols.references() if n == name and v == version), None
+                )
+                shown = [f"{n}@{v}" if v else n for n, v in missing]
+                return [index, name, version, file, shown]
+        return []
+
+    def _table(self, obj: Loaded) -> binding.Table | None:
+        # Kept on the view, keyed by file: every fork and every simulation on it shares them.
+        key: object = obj.file_id or obj.path
+        tables = self.view.tables
+        if key not in tables:
+            symbols = self.view.symbols(obj.path)
+            tables[key] = binding.table(symbols) if symbols is not None else None
+        found = tables[key]
+        return found if isinstance(found, binding.Table) else None
+
+    @staticmethod
+    def _fail(
+        resolutions: list[Resolution], at: int, message: str, missing: tuple[str, ...]
+    ) -> None:
+        resolutions[at] = resolutions[at].model_copy(
+            update={"status": Status.ERROR, "detail": message, "missing": missing}
         )
 
     # -- one name ------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.elf.reader import read_elf, read_object, rodata_sonames
+from cudatx.digest import symbol_key, unpack_keys
+from cudatx.elf.reader import read_elf, read_object, read_symbols, rodata_sonames
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, VersionNeed
 
@@ -56,16 +57,28 @@ def readelf_view(path: str | Path) -> ElfInfo:
     # readelf prints DT_FLAGS_1 as names; objdump prints the number (but needs section headers).
     dump = subprocess.run(["objdump", "-p", str(path)], capture_output=True, text=True).stdout
     flags = re.search(r"^\s*FLAGS_1\s+0x([0-9a-f]+)", dump, re.M)
+    dt_flags = re.search(r"^\s*FLAGS\s+0x([0-9a-f]+)", dump, re.M)
 
     needs: list[VersionNeed] = []
-    in_needs = False
+    defs: list[str] | None = None
+    section = ""
     for line in _run("readelf", "-VW", path).splitlines():
         if "section '" in line:
-            in_needs = line.startswith("Version needs section")
-        elif in_needs and (m := re.search(r"File: (\S+)", line)):
+            section = line.split(" section", 1)[0]
+            if section == "Version definition":
+                defs = []
+        elif section == "Version needs" and (m := re.search(r"File: (\S+)", line)):
             needs.append(VersionNeed(file=m[1], versions=()))
-        elif in_needs and (m := re.search(r"Name: (\S+)", line)):
-            needs[-1] = VersionNeed(file=needs[-1].file, versions=(*needs[-1].versions, m[1]))
+        elif section == "Version needs" and (m := re.search(r"Name: (\S+)\s+Flags: (\S+)", line)):
+            last = needs[-1]
+            weak = (*last.weak, m[1]) if "WEAK" in m[2] else last.weak
+            needs[-1] = VersionNeed(file=last.file, versions=(*last.versions, m[1]), weak=weak)
+        elif (
+            section == "Version definition"
+            and defs is not None
+            and (m := re.search(r"Index: \d+\s+Cnt: \d+\s+Name: (\S+)", line))
+        ):
+            defs.append(m[1])
 
     interp = re.search(r"\[Requesting program interpreter: (.*)\]", _run("readelf", "-lW", path))
     return ElfInfo(
@@ -78,9 +91,11 @@ def readelf_view(path: str | Path) -> ElfInfo:
         needed=tuple(fields["NEEDED"]),
         rpath=fields["RPATH"][-1] if fields["RPATH"] else None,
         runpath=fields["RUNPATH"][-1] if fields["RUNPATH"] else None,
+        flags=int(dt_flags[1], 16) if dt_flags else 0,
         flags_1=int(flags[1], 16) if flags else 0,
         interpreter=interp[1] if interp else None,
         version_needs=tuple(needs),
+        version_defs=tuple(defs) if defs is not None else None,
     )
 
 
@@ -181,6 +196,51 @@ def _system_libraries() -> list[str]:
 @pytest.mark.parametrize("path", _system_libraries())
 def test_system_library_matches_readelf(path: str) -> None:
     assert read_elf(path) == readelf_view(path)
+
+
+_SYM = re.compile(
+    r"^\s*\d+: ([0-9a-f]+)\s+\d+ (\w+)\s+(\w+)\s+(\w+)\s+(\w+) ([^\s@]+)(@@?)?([^\s(]*)"
+)
+
+
+def readelf_symbols(path: str) -> tuple[set[str], set[str], set[str]]:
+    """binutils' view of the dynamic symbols: non-weak references ("name" or "name@V"),
+    weak ones, and the versioned definitions a lookup can bind ("name@V", `@` or `@@`)."""
+    strong: set[str] = set()
+    weak: set[str] = set()
+    exact: set[str] = set()
+    for line in _run("readelf", "--dyn-syms", "-W", path).splitlines():
+        m = _SYM.match(line)
+        if m is None:
+            continue
+        value, kind, bind, vis, ndx, name, at, version = m.groups()
+        shown = f"{name}@{version}" if at else name
+        if ndx == "UND":
+            if bind in ("GLOBAL", "WEAK"):
+                (weak if bind == "WEAK" else strong).add(shown)
+            continue
+        if int(value, 16) == 0 and ndx != "ABS" and kind != "TLS":
+            continue
+        if ndx == "ABS" and not at and name in (read_elf(path).version_defs or ()):
+            # The symbol GNU ld defines for each version node: readelf omits the version of
+            # a symbol outside every section, but .gnu.version gives it its own.
+            at, shown = "@@", f"{name}@{name}"
+        if bind in ("GLOBAL", "WEAK", "UNIQUE") and vis in ("DEFAULT", "PROTECTED") and at:
+            exact.add(shown)
+    return strong, weak, exact
+
+
+@pytest.mark.parametrize("path", _system_libraries())
+def test_system_library_symbols_match_readelf(path: str) -> None:
+    symbols = read_symbols(path)
+    refs = {f"{n}@{v}" if v else n for n, v, _ in symbols.references()}
+    weak = {w.rsplit("@", 1)[0] if w.count("@") == 2 else w for w in symbols.weak_undefined}
+    strong, readelf_weak, exact = readelf_symbols(path)
+    assert (refs, weak) == (strong, readelf_weak)
+    assert unpack_keys(symbols.exact) == {symbol_key(k) for k in exact}
+    # Each versioned reference names the file its version is needed from.
+    files = {need.file for need in read_elf(path).version_needs}
+    assert {f for _, v, f in symbols.references() if v} <= files
 
 
 def _handmade(elf_class: int, order: str, machine: int) -> tuple[bytes, ElfInfo]:

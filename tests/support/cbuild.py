@@ -316,10 +316,15 @@ def _link_args(
     nodeflib: bool,
     m32: bool,
     extra_needed_names: Sequence[str],
+    version_script: str | None = None,
 ) -> list[str]:
     args: list[str] = []
     if soname is not None:
         args += _xlinker("-soname", soname)
+    if version_script is not None:
+        script = workdir / "version.map"
+        script.write_text(version_script)
+        args += _xlinker(f"--version-script={script}")
     # Keep every DT_NEEDED we ask for, used or not, in command-line order.
     args += _xlinker("--no-as-needed")
     linkdir = workdir / "needed"  # the compiler's cwd
@@ -367,6 +372,7 @@ def _build(
     nodeflib: bool,
     m32: bool,
     extra_needed_names: Sequence[str],
+    version_script: str | None = None,
 ) -> Path:
     out = Path(out).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -383,6 +389,7 @@ def _build(
             nodeflib=nodeflib,
             m32=m32,
             extra_needed_names=extra_needed_names,
+            version_script=version_script,
         )
         cmd = [_cc(), *_base_flags(m32), *cflags, "-o", os.fspath(out), os.fspath(src), *link]
         _run_cc(cmd, out.name, cwd=workdir / "needed")
@@ -402,6 +409,7 @@ def compile_lib(
     m32: bool = False,
     source: str | None = None,
     extra_needed_names: Sequence[str] = (),
+    version_script: str | None = None,
 ) -> Path:
     """Compile a tiny shared library at ``out`` and return its absolute path.
 
@@ -414,6 +422,7 @@ def compile_lib(
     - ``nodeflib`` -> DF_1_NODEFLIB in DT_FLAGS_1.
     - ``m32`` -> a real ELFCLASS32 i386 object (``-m32 -nostdlib``; no 32-bit libc needed).
     - ``source``: C source to compile instead of the default one.
+    - ``version_script``: the text of a GNU ld version script (``--version-script``).
     """
     out = Path(out)
     needed = [Path(p) for p in needed]
@@ -428,6 +437,7 @@ def compile_lib(
         nodeflib=nodeflib,
         m32=m32,
         extra_needed_names=extra_needed_names,
+        version_script=version_script,
     )
 
 
@@ -477,6 +487,7 @@ def compile_extension(
     m32: bool = False,
     source: str | None = None,
     extra_needed_names: Sequence[str] = (),
+    version_script: str | None = None,
 ) -> Path:
     """Compile a real CPython extension ``<out_dir>/<module><EXT_SUFFIX>`` for the running
     interpreter, defining ``PyInit_<module>`` and calling one function of each ``needed``
@@ -500,6 +511,7 @@ def compile_extension(
         nodeflib=nodeflib,
         m32=m32,
         extra_needed_names=extra_needed_names,
+        version_script=version_script,
     )
 
 

@@ -1,0 +1,114 @@
+"""What glibc checks after every name of a dlopen is found: versions, then symbols.
+
+Following glibc 2.36:
+
+- elf/dl-open.c dl_open_worker_begin: once _dl_map_object_deps has mapped the new objects,
+  _dl_check_map_versions runs for each of them in the order of the dlopen's search list,
+  and then every new object is relocated, under RTLD_NOW binding every symbol;
+- elf/dl-version.c: each Elf_Vernaux of an object must name a version that the object its
+  Elf_Verneed names (found by name among the loaded objects, find_needed) defines in
+  DT_VERDEF, or the load fails with "version `V' not found (required by F)", unless the
+  need is weak (VER_FLG_WEAK); a provider with no DT_VERDEF at all passes (glibc says "no
+  version information available" only when verbose, which a dlopen never is);
+- elf/dl-object.c _dl_new_object and elf/dl-lookup.c _dl_lookup_symbol_x: a new object's
+  lookup scope is the global scope (the executable's search list, to which RTLD_GLOBAL
+  loads append theirs) and then the search list of the object the dlopen opened; each
+  non-weak undefined symbol must find a definition there (check_match: `sym@@V` and
+  `sym@V` both answer a reference to V, an unversioned definition answers any reference
+  that is not hidden, an unversioned reference takes the base or first version, or the
+  only non-hidden one), or the load fails with "undefined symbol: S, version V".
+
+Deliberate deviations (also listed in README.md):
+- the symbols checked are every undefined symbol of .dynsym, not the relocations that
+  name them; where several fail, the one named is the first of the object relocated first
+  (the search list read backwards, standing for l_initfini's order), in .dynsym order;
+- lazy binding is not modelled: a load that is not RTLD_NOW (a library's own dlopen at run
+  time) has its versions checked and its symbols only if the object asks for BIND_NOW; a
+  symbol a lazy load misses fails when first called, which cudatx does not predict;
+- IFUNC resolvers, copy relocations, protected symbols (_dl_check_protected_symbol),
+  STB_GNU_UNIQUE's table and RTLD_DEEPBIND are not modelled: none decides whether a
+  symbol binds;
+- where the scope holds an object whose symbols cannot be read (the NVIDIA driver's
+  libraries, which cudatx never resolves), a symbol nothing else defines is judged only
+  if that object could not define it: versioned for a file read here, or a C++ name
+  (the driver's libraries export C functions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from cudatx.digest import symbol_key, unpack_keys
+from cudatx.models import ElfInfo, Symbols
+
+# DT_FLAGS DF_BIND_NOW, DT_FLAGS_1 DF_1_NOW: the object's relocations are done at load
+# whatever the dlopen's mode (elf/get-dynamic-info.h sets l_info for both).
+DF_BIND_NOW = 0x8
+DF_1_NOW = 0x1
+
+
+def binds_now(info: ElfInfo) -> bool:
+    return bool(info.flags & DF_BIND_NOW or info.flags_1 & DF_1_NOW)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One object's definitions as sets (cudatx.models.Symbols says what each holds)."""
+
+    exact: frozenset[int]  # cudatx.digest.symbol_key of each "name@V"
+    plain: frozenset[int]  # ... of each name
+    loose: frozenset[int]
+
+
+def table(symbols: Symbols) -> Table:
+    plain = unpack_keys(symbols.plain)
+    loose = plain if symbols.loose is None else unpack_keys(symbols.loose)
+    return Table(exact=unpack_keys(symbols.exact), plain=plain, loose=loose)
+
+
+def version_message(provider: str, version: str, needer: str) -> str:
+    """glibc's dlerror for a missing version (elf/dl-version.c match_symbol)."""
+    return f"{provider}: version `{version}' not found (required by {needer})"
+
+
+def symbol_message(needer: str, name: str, version: str | None) -> str:
+    """glibc's dlerror for a symbol nothing binds (elf/dl-lookup.c _dl_lookup_symbol_x)."""
+    return f"{needer}: undefined symbol: {name}" + (f", version {version}" if version else "")
+
+
+def missing_versions(info: ElfInfo, file: str, provider: ElfInfo) -> list[str]:
+    """The versions `info` needs from `file` that `provider` lacks, weak ones left out."""
+    if provider.version_defs is None:
+        return []  # no version information: glibc accepts it (a warning only when verbose)
+    defined = set(provider.version_defs)
+    out: list[str] = []
+    for need in info.version_needs:
+        if need.file == file:
+            out += [v for v in need.versions if v not in defined and v not in need.weak]
+    return out
+
+
+def unbound(
+    symbols: Symbols, scope: Sequence[Table], *, opaque: bool, readable: Iterable[str] = ()
+) -> list[tuple[str, str | None]]:
+    """The non-weak references of `symbols` no definition in `scope` answers, as (name,
+    version). `opaque`: the scope holds an object whose symbols are unknown; `readable`
+    then names the files (sonames) whose versions only known objects can define."""
+    known = set(readable)
+    out: list[tuple[str, str | None]] = []
+    for name, version, file in symbols.references():
+        plain = symbol_key(name)
+        if version is None:
+            if any(plain in t.plain for t in scope):
+                continue
+            if opaque and not name.startswith("_Z"):
+                continue
+        else:
+            key = symbol_key(f"{name}@{version}")
+            if any(key in t.exact or plain in t.loose for t in scope):
+                continue
+            if opaque and (file is None or file not in known) and not name.startswith("_Z"):
+                continue
+        out.append((name, version))
+    return out

@@ -1,0 +1,312 @@
+"""glibc's checks after a name is found (versions, then symbols), judged by the real loader.
+
+One fixture per rule: C libraries built with `cc` and GNU version scripts, an extension
+linked against one build of a library and installed with another (the way an extension
+built for another release meets its library), packed into real wheels, installed by real
+uv, imported in a subprocess. cudatx's verdict for each import (loads or not) and, when it
+does not, its message must be glibc's, as Python's ImportError carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cudatx.demo.build import torch_init_py
+from cudatx.environment import Environment
+from cudatx.loader.process import LoadResult
+from cudatx.models import Evidence, Status
+from cudatx.scan import scan
+from tests.loader.test_evidence import CUDA_LIBS_LIST, CUDART, CUSPARSE, NVJITLINK
+from tests.support import (
+    build_wheel,
+    compile_extension,
+    compile_lib,
+    ext_suffix,
+    make_venv,
+    observe_code,
+    site_packages,
+    uv_install,
+    venv_python,
+)
+
+EXT = ext_suffix()
+GLOBAL_SYM = "cudatx_cudart_probe"
+
+
+def ext_source(module: str, calls: Sequence[str] = (), weak: Sequence[str] = ()) -> str:
+    """An extension module whose init calls `calls` (strong references) and `weak` (weak
+    references, called only where bound)."""
+    decls = "".join(f"extern int {c}(void);\n" for c in calls)
+    decls += "".join(f"extern int {w}(void) __attribute__((weak));\n" for w in weak)
+    terms = [f"{c}()" for c in calls] + [f"({w} ? {w}() : 0)" for w in weak]
+    return f"""#include <Python.h>
+{decls}
+static struct PyModuleDef moduledef = {{PyModuleDef_HEAD_INIT, "{module}", NULL, -1, NULL}};
+PyMODINIT_FUNC PyInit_{module}(void) {{
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m != NULL) PyModule_AddIntConstant(m, "value", {" + ".join(terms) or "0"});
+    return m;
+}}
+"""
+
+
+def functions(*names: str) -> str:
+    return "".join(f"int {n}(void) {{ return {len(n)}; }}\n" for n in names)
+
+
+class _World:
+    """Builds every scenario into one site-like build folder: a wheel per distribution."""
+
+    def __init__(self, build: Path) -> None:
+        self.build = build
+        self.files: dict[str, dict[str, bytes | Path]] = {}
+
+    def linkonly(self, name: str, source: str, script: str | None = None) -> Path:
+        """The build of a library an extension is linked against, never installed."""
+        out = self.build / "linkonly" / name
+        return compile_lib(out, soname=name, source=source, version_script=script)
+
+    def lib(
+        self, dist: str, rel: str, source: str, script: str | None = None, **kw: object
+    ) -> Path:
+        out = self.build / "site" / rel
+        path = compile_lib(
+            out,
+            soname=out.name,
+            source=source,
+            version_script=script,
+            **kw,  # type: ignore[arg-type]
+        )
+        self.files.setdefault(dist, {})[rel] = path
+        return path
+
+    def ext(
+        self, dist: str, package: str, source_calls: dict[str, Sequence[str]], **kw: object
+    ) -> None:
+        folder = self.build / "site" / package
+        source = ext_source("_ext", **source_calls)
+        path = compile_extension(folder, "_ext", source=source, **kw)  # type: ignore[arg-type]
+        self.files.setdefault(dist, {})[f"{package}/__init__.py"] = b""
+        self.files.setdefault(dist, {})[f"{package}/{path.name}"] = path
+
+    def wheels(self, out: Path) -> list[Path]:
+        return [build_wheel(out, dist, "1.0", files) for dist, files in self.files.items()]
+
+
+V12 = "V1 { global: f1; local: *; };\nV2 { global: f2; } V1;\n"
+
+
+def _scenarios(w: _World) -> None:
+    # A missing version node: linked where libvn has V1 and V2, installed with V1 alone.
+    link = w.linkonly("libvn.so", functions("f1", "f2"), V12)
+    w.lib("fx-vnode", "vnode/lib/libvn.so", functions("f1"), "V1 { global: f1; local: *; };\n")
+    w.ext("fx-vnode", "vnode", {"calls": ["f2"]}, needed=[link], runpath="$ORIGIN/lib")
+
+    # A missing versioned symbol: V2 is there, g@V2 is not.
+    link = w.linkonly(
+        "libvs.so", functions("f1", "g"), "V1 { global: f1; };\nV2 { global: g; } V1;\n"
+    )
+    w.lib(
+        "fx-vsym",
+        "vsym/lib/libvs.so",
+        functions("f1", "other"),
+        "V1 { global: f1; local: *; };\nV2 { global: other; } V1;\n",
+    )
+    w.ext("fx-vsym", "vsym", {"calls": ["g"]}, needed=[link], runpath="$ORIGIN/lib")
+
+    # A missing unversioned symbol.
+    link = w.linkonly("libus.so", functions("h"))
+    w.lib("fx-usym", "usym/lib/libus.so", functions("k"))
+    w.ext("fx-usym", "usym", {"calls": ["k"], "weak": []}, needed=[link], runpath="$ORIGIN/lib")
+    w.ext("fx-usym", "usym2", {"calls": ["h"]}, needed=[link], runpath="$ORIGIN/../usym/lib")
+
+    # A weak undefined symbol the installed library lacks: the import goes on.
+    link = w.linkonly("libwu.so", functions("w", "k"))
+    w.lib("fx-weaku", "weaku/lib/libwu.so", functions("k"))
+    w.ext(
+        "fx-weaku", "weaku", {"calls": ["k"], "weak": ["w"]}, needed=[link], runpath="$ORIGIN/lib"
+    )
+
+    # A weak reference into a version node the library lacks: ld records the version need
+    # as non-weak, so the version check fails.
+    link = w.linkonly(
+        "libwv.so", functions("f1", "x"), "V1 { global: f1; };\nV3 { global: x; } V1;\n"
+    )
+    w.lib("fx-weakv", "weakv/lib/libwv.so", functions("f1"), "V1 { global: f1; local: *; };\n")
+    w.ext(
+        "fx-weakv", "weakv", {"calls": ["f1"], "weak": ["x"]}, needed=[link], runpath="$ORIGIN/lib"
+    )
+
+    # A compat alias: linked when s was s@@V1; installed with s@V1 kept beside s@@V2. And
+    # the same library without the alias: s@@V2 does not answer a reference to V1.
+    link = w.linkonly("libca.so", functions("s"), "V1 { global: s; local: *; };\n")
+    alias = (
+        "int s_v1(void) { return 1; }\nint s_v2(void) { return 2; }\n"
+        '__asm__(".symver s_v1,s@V1");\n__asm__(".symver s_v2,s@@V2");\n'
+    )
+    w.lib("fx-compat", "compat/lib/libca.so", alias, "V1 { local: s_v1; s_v2; };\nV2 { } V1;\n")
+    w.ext("fx-compat", "compat", {"calls": ["s"]}, needed=[link], runpath="$ORIGIN/lib")
+    w.lib(
+        "fx-compat",
+        "compat_gone/lib/libca.so",
+        'int s_v2(void) { return 2; }\nint t(void) { return 3; }\n__asm__(".symver s_v2,s@@V2");\n',
+        "V1 { global: t; local: *; };\nV2 { } V1;\n",
+    )
+    w.ext("fx-compat", "compat_gone", {"calls": ["s"]}, needed=[link], runpath="$ORIGIN/lib")
+
+    # A provider without version information: the need for V1 passes (glibc would only
+    # warn, and only when verbose, which a dlopen is not).
+    link = w.linkonly("libnv.so", functions("f1"), "V1 { global: f1; local: *; };\n")
+    w.lib("fx-nover", "nover/lib/libnv.so", functions("f1"))
+    w.ext("fx-nover", "nover", {"calls": ["f1"]}, needed=[link], runpath="$ORIGIN/lib")
+
+    # Two roots whose RTLD_LOCAL scopes do not see each other: locb's extension uses q,
+    # which only loca's library defines, and has no DT_NEEDED for it.
+    qlib = w.lib("fx-local", "loca/lib/libq.so", functions("q"))
+    w.ext("fx-local", "loca", {"calls": ["q"]}, needed=[qlib], runpath="$ORIGIN/lib")
+    w.ext("fx-local", "locb", {"calls": ["q"]})
+
+    # An LD_LIBRARY_PATH copy lacking a version the environment's own copy has.
+    link = w.linkonly("libllv.so", functions("f1", "f2"), V12)
+    w.lib("fx-llp", "llv/lib/libllv.so", functions("f1", "f2"), V12)
+    w.lib("fx-llp", "llv_old/lib/libllv.so", functions("f1"), "V1 { global: f1; local: *; };\n")
+    w.ext("fx-llp", "llv", {"calls": ["f2"]}, needed=[link], runpath="$ORIGIN/lib")
+
+
+def _torch(w: _World, out: Path) -> list[Path]:
+    """A fake torch whose libcudart (loaded with RTLD_GLOBAL by its preloads) defines a
+    symbol torch._C uses without any DT_NEEDED path to it; `gluser` uses it without torch."""
+    b = w.build / "torch"
+    cudart = compile_lib(b / CUDART, soname="libcudart.so.12", source=functions(GLOBAL_SYM))
+    nvjitlink = compile_lib(b / NVJITLINK, soname="libnvJitLink.so.12")
+    cusparse = compile_lib(b / CUSPARSE, soname="libcusparse.so.12", needed=[nvjitlink])
+    global_deps = compile_lib(
+        b / "torch/lib/libtorch_global_deps.so",
+        soname="libtorch_global_deps.so",
+        needed=[cudart],
+        rpath="$ORIGIN/../../nvidia/cuda_runtime/lib",
+    )
+    c_ext = compile_extension(
+        b / "torch", "_C", source=ext_source("_C", calls=[GLOBAL_SYM]), rpath="$ORIGIN/lib"
+    )
+    init = torch_init_py(CUDA_LIBS_LIST, "A fake torch 2.14.1 for cudatx's tests.").encode()
+    files: dict[str, bytes | Path] = {
+        "torch/__init__.py": init,
+        "torch/version.py": b"__version__ = '2.14.1'\ncuda = '12.8'\n",
+        "torch/lib/libtorch_global_deps.so": global_deps,
+        f"torch/_C{EXT}": c_ext,
+    }
+    user = compile_extension(b / "gluser", "_ext", source=ext_source("_ext", calls=[GLOBAL_SYM]))
+    return [
+        build_wheel(out, "torch", "2.14.1", files),
+        build_wheel(out, "nvidia-cuda-runtime-cu12", "12.8.90", {CUDART: cudart}),
+        build_wheel(out, "nvidia-nvjitlink-cu12", "12.8.93", {NVJITLINK: nvjitlink}),
+        build_wheel(out, "nvidia-cusparse-cu12", "12.5.8.93", {CUSPARSE: cusparse}),
+        build_wheel(out, "gluser", "1.0", {"gluser/__init__.py": b"", f"gluser/_ext{EXT}": user}),
+    ]
+
+
+@dataclass(frozen=True)
+class World:
+    venv: Path
+    site: Path
+    env: Environment
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("symbols")
+    w = _World(root / "build")
+    _scenarios(w)
+    wheels = w.wheels(root / "wheels") + _torch(w, root / "wheels")
+    venv = make_venv(root / "venv")
+    uv_install(venv, wheels)
+    return World(venv, site_packages(venv), scan(str(venv), ld_library_path=None))
+
+
+def _load(env: Environment, package: str, module: str = "_ext") -> LoadResult:
+    return next(ld for ld in env.loads if ld.root.endswith(f"/{package}/{module}{EXT}"))
+
+
+def predicted(load: LoadResult) -> str | None:
+    """cudatx's verdict on an import: None when it loads, else the message of the first
+    need that fails (glibc's own for a version or a symbol)."""
+    if load.ok:
+        return None
+    failed = next(
+        r
+        for r in load.resolutions
+        if r.status is Status.ERROR and r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
+    )
+    return failed.detail
+
+
+def observed(world: World, code: str, ld_library_path: str | None = None) -> str | None:
+    seen = observe_code(venv_python(world.venv), code, ld_library_path=ld_library_path)
+    if seen.ok:
+        return None
+    assert seen.error is not None and seen.error.startswith("ImportError: "), seen.error
+    return seen.error.removeprefix("ImportError: ")
+
+
+CASES = {
+    # package: (what glibc says, None for a load that succeeds)
+    "vnode": "version `V2' not found",
+    "vsym": "undefined symbol: g, version V2",
+    "usym": None,
+    "usym2": "undefined symbol: h",
+    "weaku": None,
+    "weakv": "version `V3' not found",
+    "compat": None,
+    "compat_gone": "undefined symbol: s, version V1",
+    "nover": None,
+    "loca": None,
+    "llv": None,
+}
+
+
+@pytest.mark.parametrize("package", list(CASES))
+def test_import_verdict_and_message_are_glibcs(world: World, package: str) -> None:
+    real = observed(world, f"import {package}._ext\n")
+    expected = CASES[package]
+    assert (real is None) == (expected is None), real
+    if expected is not None:
+        assert real is not None and expected in real
+    assert predicted(_load(world.env, package)) == real
+
+
+def test_rtld_local_roots_do_not_see_each_other(world: World) -> None:
+    # Even with loca's library mapped in the process, locb's q does not bind.
+    real = observed(world, "import loca._ext\nimport locb._ext\n")
+    assert real is not None and real.endswith("undefined symbol: q")
+    assert predicted(_load(world.env, "locb")) == real
+    assert observed(world, "import loca._ext\n") is None
+
+
+def test_symbol_only_reachable_through_rtld_global_preload(world: World) -> None:
+    assert observed(world, "import torch._C\n") is None
+    assert predicted(_load(world.env, "torch", "_C")) is None
+    # Without torch's preload nothing defines it.
+    real = observed(world, "import gluser._ext\n")
+    assert real is not None and real.endswith(f"undefined symbol: {GLOBAL_SYM}")
+    assert predicted(_load(world.env, "gluser")) == real
+
+
+def test_ld_library_path_copy_lacking_a_version(world: World) -> None:
+    old = str(world.site / "llv_old" / "lib")
+    real = observed(world, "import llv._ext\n", ld_library_path=old)
+    assert real is not None and "version `V2' not found" in real
+    env = scan(str(world.venv), ld_library_path=old)
+    assert predicted(_load(env, "llv")) == real
+
+
+def test_missing_lists_every_symbol_and_version(world: World) -> None:
+    failed = next(r for r in _load(world.env, "vnode").resolutions if r.status is Status.ERROR)
+    assert failed.missing == ("`V2'",)
+    assert failed.name == "libvn.so"
+    failed = next(r for r in _load(world.env, "vsym").resolutions if r.status is Status.ERROR)
+    assert failed.missing == ("g@V2",)
