@@ -29,7 +29,8 @@ from cudatx.analysis.problems import (
 from cudatx.analysis.requirements import unmet
 from cudatx.discover.dists import parse_requirement
 from cudatx.environment import Environment
-from cudatx.models import Distribution, Evidence, Resolution, Status
+from cudatx.loader import binding
+from cudatx.models import Distribution, Evidence, How, Resolution, Status
 
 _FAILED = (Status.NOT_FOUND, Status.ERROR)
 
@@ -190,6 +191,71 @@ class _Causes:
             ),
         )
 
+    def lacking(self, resolution: Resolution) -> _Cause:
+        """The cause of a need whose file is found but lacks a version or a symbol."""
+        env, detail = self.env, resolution.detail or ""
+        named, rest = binding.split_message(detail)
+        missing = ", ".join(resolution.missing)
+        versions = all(m.startswith("`") for m in resolution.missing)
+        lib = resolution.path or resolution.name
+        who = _owned(env, named or lib)
+        if versions:
+            needer = resolution.needed_by
+            what = f"{short(env, lib)}{who} lacks version {missing}, needed by " + short(
+                env, needer
+            )
+            why = (
+                f"{short(env, needer)}{_owned(env, needer)} was built against a build of "
+                f"{os.path.basename(lib)} that defines it"
+            )
+        else:
+            needer = named or resolution.needed_by
+            what = f"{short(env, needer)}{_owned(env, needer)} needs {missing}, which " + (
+                f"{short(env, lib)}{_owned(env, lib)} does not define"
+                if env.keys(lib) != env.keys(needer)
+                else "nothing it loads defines"
+            )
+            why = (
+                f"it was built against other builds of what it loads ({rest}); install the "
+                "release of it built for the libraries installed here, or theirs for it"
+            )
+        fix = None
+        inside = self._own_copy(resolution) if resolution.how is How.LD_LIBRARY_PATH else None
+        if inside is not None:
+            folder = os.path.dirname(lib)
+            why = (
+                f"LD_LIBRARY_PATH makes {os.path.basename(lib)} resolve to {lib}"
+                + ("" if env.owners_of(lib) else ", outside the environment")
+                + f", which lacks {missing}; the environment's own copy "
+                f"{short(env, inside)}{_owned(env, inside)} has it: take {folder} out of "
+                "LD_LIBRARY_PATH"
+            )
+        return self.cause(
+            ("lacking", env.keys(named or lib), missing),
+            _Cause(
+                code="missing-version" if versions else "missing-symbol",
+                what=what,
+                why=why,
+                fix=fix,
+                paths=dict.fromkeys(p for p in (lib, inside) if p),
+                distributions=tuple(d.name for d in env.owners_of(needer)),
+            ),
+        )
+
+    def _own_copy(self, resolution: Resolution) -> str | None:
+        """A file of the same name in the environment that has what the one found lacks."""
+        found = resolution.path
+        for path in self.env.libraries.get(os.path.basename(found or resolution.name), ()):
+            if found and self.env.keys(path) == self.env.keys(found):
+                continue
+            info = self.env.view.probe(path).info
+            if info is None:
+                continue
+            has = binding.provides(info, self.env.view.symbols(path), resolution.missing)
+            if has:
+                return path
+        return None
+
     # -- what fails ----------------------------------------------------------------------
 
     def mixed(self, found: tuple[cuda.Mixed, ...]) -> None:
@@ -241,9 +307,8 @@ class _Causes:
                     if imported:
                         continue  # one line per import: its first failing need
                     imported = True
-                    line = (
-                        f"importing {short(self.env, load.root)} would fail: {r.name} "
-                        f"{r.status.value}"
+                    line = f"importing {short(self.env, load.root)} would fail: " + (
+                        r.detail if r.missing and r.detail else f"{r.name} {r.status.value}"
                     )
                 elif key in seen:
                     continue
@@ -253,6 +318,9 @@ class _Causes:
                     line = f"{short(self.env, r.needed_by)} loads {r.name} at run time: {r.detail}"
                 seen.add(key)
                 dists = self.contamination(r.needed_by)
+                if r.missing and not dists:
+                    self.lacking(r).consequences.setdefault(line)
+                    continue
                 if dists and dists[0].name in self.contaminating:
                     cause = self.contaminating[dists[0].name]
                 elif dists:
@@ -291,6 +359,12 @@ class _Causes:
                     distributions=(name,),
                 ),
             )
+
+
+def _owned(env: Environment, path: str) -> str:
+    """ " (name version)" of the distributions whose RECORD lists `path`, or ""."""
+    owners = env.owners_of(path)
+    return f" ({', '.join(f'{d.name} {d.version}' for d in owners)})" if owners else ""
 
 
 def _major(env: Environment, dist: Distribution) -> int | None:

@@ -112,3 +112,35 @@ def unbound(
                 continue
         out.append((name, version))
     return out
+
+
+def provides(info: ElfInfo, symbols: Symbols | None, missing: Iterable[str]) -> bool | None:
+    """Whether an object with these facts has every one of `missing` (as Resolution.missing
+    spells them: "`V'", "S@V", "S"); None where its symbols cannot be read."""
+    tables: Table | None = None
+    for item in missing:
+        if item.startswith("`"):
+            version = item.strip("`'")
+            if info.version_defs is not None and version not in info.version_defs:
+                return False
+            continue
+        if symbols is None:
+            return None
+        tables = tables or table(symbols)
+        name, _, version = item.partition("@")
+        if version:
+            if not (symbol_key(item) in tables.exact or symbol_key(name) in tables.loose):
+                return False
+        elif symbol_key(name) not in tables.plain:
+            return False
+    return True
+
+
+def split_message(detail: str) -> tuple[str, str]:
+    """(the object glibc names, the rest) of a version or symbol message."""
+    text = detail.removeprefix("cannot load: ")
+    for mark in (": version `", ": undefined symbol: "):
+        head, found, _ = text.partition(mark)
+        if found:
+            return head, text[len(head) + 2 :]
+    return "", text

@@ -120,11 +120,14 @@ def _attempt(
     head = done.resolutions[0]
     if failed is not head:
         cause = f"{failed.name} {failed.status.value}, needed by {failed.needed_by}"
+        if failed.missing:  # a version or a symbol: glibc's own message says it all
+            cause = failed.detail or cause
         head = head.model_copy(
             update={
                 "status": Status.ERROR,
                 "detail": f"cannot load: {cause}",
                 "cause": failed.cause or failed.name,
+                "missing": failed.missing,
             }
         )
     return [head], failed

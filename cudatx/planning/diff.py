@@ -66,6 +66,8 @@ def _reason(env: Environment, before: Resolution, after: Resolution, removed: se
         )
     if deleting:
         return f"deleted with {', '.join(deleting)}"
+    if after.missing:  # found, but without a version or symbol it had before
+        return after.detail or "a version or symbol is missing"
     return f"no longer found: {after.detail or after.status.value}"
 
 
@@ -113,6 +115,7 @@ def diff(
                         provider_owners=_owner_names(env, b.path),
                         reason=_reason(env, b, a, removed),
                         roots=(),
+                        missing=a.missing,
                     ),
                     [],
                 )
@@ -172,8 +175,11 @@ def diff(
                         evidence=evidence,
                         provider=None,
                         provider_owners=(),
-                        reason=f"a new need after rebinding: {a.detail or a.status.value}",
+                        reason=a.detail
+                        if a.missing and a.detail
+                        else f"a new need after rebinding: {a.detail or a.status.value}",
                         roots=(),
+                        missing=a.missing,
                     ),
                     [],
                 ),
@@ -201,6 +207,7 @@ def diff(
                     root=load.root,
                     dist=_dist_of(env, load.root),
                     first_missing=os.path.basename(first.name) if first else "a preload",
+                    detail=first.detail if first and first.missing else None,
                 )
             )
     requirements = requirements_diff(env, after)

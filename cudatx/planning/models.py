@@ -26,12 +26,15 @@ class Broken(Frozen):
     provider_owners: tuple[str, ...]
     reason: str
     roots: tuple[str, ...]
+    # versions ("`V'") and symbols ("S", "S@V") the provider found lacks (glibc's checks)
+    missing: tuple[str, ...] = ()
 
 
 class BrokenRoot(Frozen):
     root: str
     dist: str | None
     first_missing: str
+    detail: str | None = None  # glibc's message where a version or a symbol fails
 
 
 class Rebound(Frozen):

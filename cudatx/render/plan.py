@@ -136,7 +136,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
         for r in plan.broken_roots:
             lines.append(
                 f"  import of {shown(r.root, sites)} [{r.dist or '-'}] would fail: "
-                f"{r.first_missing} not found"
+                + (r.detail or f"{r.first_missing} not found")
             )
     if plan.at_risk:
         counted = "counted: --strict" if plan.strict else "not counted without --strict"

@@ -9,12 +9,15 @@ does not, its message must be glibc's, as Python's ImportError carries it.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from cudatx.analysis.doctor import diagnose
+from cudatx.analysis.problems import Problem
 from cudatx.demo.build import torch_init_py
 from cudatx.environment import Environment
 from cudatx.loader.process import LoadResult
@@ -310,3 +313,51 @@ def test_missing_lists_every_symbol_and_version(world: World) -> None:
     assert failed.name == "libvn.so"
     failed = next(r for r in _load(world.env, "vsym").resolutions if r.status is Status.ERROR)
     assert failed.missing == ("g@V2",)
+
+
+def _problems(env: Environment) -> dict[str, Problem]:
+    """doctor's errors by the package whose import they name."""
+    out: dict[str, Problem] = {}
+    for p in diagnose(env).problems:
+        for line in p.consequences:
+            if line.startswith("importing "):
+                out[line.split()[1].split("/")[0]] = p
+    return out
+
+
+def test_doctor_reports_each_failure_with_glibcs_message(world: World) -> None:
+    found = _problems(world.env)
+    failing = {p for p, expected in CASES.items() if expected} | {"locb", "gluser"}
+    assert set(found) == failing
+    codes = {p: found[p].code for p in failing}
+    assert codes == {
+        "vnode": "missing-version",
+        "weakv": "missing-version",
+        "vsym": "missing-symbol",
+        "usym2": "missing-symbol",
+        "compat_gone": "missing-symbol",
+        "locb": "missing-symbol",
+        "gluser": "missing-symbol",
+    }
+    for package in failing:
+        message = predicted(_load(world.env, package))
+        assert f"importing {package}/_ext{EXT} would fail: {message}" in found[package].consequences
+    assert found[
+        "vnode"
+    ].what == "vnode/lib/libvn.so (fx-vnode 1.0) lacks version `V2', needed by " + (
+        f"vnode/_ext{EXT}"
+    )
+
+
+def test_doctor_names_both_files_of_an_ld_library_path_shadow(world: World) -> None:
+    old = world.site / "llv_old" / "lib"
+    outside = old.parent.parent.parent / "outside"  # a folder no distribution lists
+    shutil.copytree(old, outside, dirs_exist_ok=True)
+    env = scan(str(world.venv), ld_library_path=str(outside))
+    problem = _problems(env)["llv"]
+    assert problem.code == "missing-version"
+    assert f"{outside}/libllv.so, outside the environment" in problem.why
+    assert "the environment's own copy llv/lib/libllv.so (fx-llp 1.0) has it" in problem.why
+    assert f"take {outside} out of LD_LIBRARY_PATH" in problem.why
+    # Without the shadow nothing is wrong with llv.
+    assert "llv" not in _problems(world.env)
