@@ -20,9 +20,12 @@ class UvOptions:
     find_links: tuple[str, ...] = ()
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
+    no_deps: bool = False  # install only what is named (prebuilt extensions, NVIDIA wheels)
 
     def args(self) -> list[str]:
         out = ["--offline"] if self.offline else []
+        if self.no_deps:
+            out.append("--no-deps")
         out += [a for link in self.find_links for a in ("--find-links", link)]
         if self.index_url is not None:
             out += ["--index-url", self.index_url]
@@ -61,9 +64,21 @@ def find_uv(explicit: str | None) -> str:
         ) from None
 
 
+def _normal(args: Sequence[str]) -> list[str]:
+    """uv refuses a flag given twice (the staging's own --no-deps and the user's), and
+    `uv pip sync` has no --no-deps: it installs exactly what its files list anyway."""
+    out: list[str] = []
+    sync = list(args[:2]) == ["pip", "sync"]
+    for arg in args:
+        if arg == "--no-deps" and (sync or arg in out):
+            continue
+        out.append(arg)
+    return out
+
+
 def run_uv(uv: str, args: Sequence[str]) -> str:
     """Run uv; its stdout and stderr together. A failure is UvFailed with uv's own error."""
-    argv = [uv, *args]
+    argv = [uv, *_normal(args)]
     try:
         done = subprocess.run(
             argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL

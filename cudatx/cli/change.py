@@ -15,6 +15,7 @@ from cudatx.cli.options import (
     F,
     UvSource,
     change_options,
+    no_deps_option,
     planning,
     target_options,
     uv_options,
@@ -159,6 +160,7 @@ def _propose_and_carry_out(
 @click.argument("specs", nargs=-1, metavar="SPEC...")
 @_requirement_option("Install what a requirements file names (as `uv pip install -r`).")
 @change_options
+@no_deps_option
 @uv_options
 @target_options
 def install(
@@ -183,6 +185,7 @@ def install(
 @click.command()
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @change_options
+@no_deps_option
 @uv_options
 @target_options
 def sync(

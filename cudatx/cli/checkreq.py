@@ -8,6 +8,7 @@ from cudatx.cli.app import scanned
 from cudatx.cli.options import (
     UvSource,
     json_option,
+    no_deps_option,
     planning,
     strict_option,
     target_options,
@@ -40,6 +41,7 @@ from cudatx.errors import EnvironmentNotFound, ExitCode
     help="Fail (exit 3) when there is no environment to check, instead of skipping.",
 )
 @strict_option
+@no_deps_option
 @uv_options
 @target_options
 @json_option("the results")

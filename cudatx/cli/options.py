@@ -114,7 +114,8 @@ def uv_options(command: F) -> F:
     ) -> Any:
         from cudatx.uv import UvOptions  # subprocess and shutil: not for --help
 
-        options = UvOptions(offline, find_links, index_url, extra_index_url)
+        no_deps = bool(kwargs.pop("no_deps", False))  # only where no_deps_option is given
+        options = UvOptions(offline, find_links, index_url, extra_index_url, no_deps)
         return run(*args, source=UvSource(uv, options), **kwargs)
 
     return _apply(
@@ -137,6 +138,18 @@ def uv_options(command: F) -> F:
             ),
         ],
     )
+
+
+def no_deps_option(command: F) -> F:
+    """--no-deps, for the commands that install: passed to uv, which then installs only what
+    is named (how prebuilt extensions and NVIDIA wheels are installed). Give it above
+    `uv_options`, which receives it."""
+    return click.option(
+        "--no-deps",
+        is_flag=True,
+        help="Pass --no-deps to uv: install only what is named, not its dependencies "
+        "(`uv pip sync` installs exactly what its files list anyway).",
+    )(command)
 
 
 class ChangeRequest(NamedTuple):
@@ -170,7 +183,12 @@ def planning(source: UvSource, *, repair: bool, check_requirements: bool, strict
     from cudatx.uv import find_uv
 
     return Planning(
-        options=PlanOptions(repair=repair, check_requirements=check_requirements, strict=strict),
+        options=PlanOptions(
+            repair=repair,
+            check_requirements=check_requirements,
+            strict=strict,
+            no_deps=source.options.no_deps,
+        ),
         uv=lambda: find_uv(source.uv),
         uv_options=tuple(source.options.args()),
     )

@@ -81,6 +81,7 @@ def diff(
     *,
     restaged: tuple[Distribution, ...] = (),
     strict: bool = False,
+    no_deps: bool = False,
 ) -> Plan:
     """`installing`: the staged distributions arriving; `restaged`: the staged copies of
     `reinstalling`, where the simulation put their wheels' bytes (an exact repair)."""
@@ -211,6 +212,14 @@ def diff(
                 )
             )
     requirements = requirements_diff(env, after)
+    notes: list[str] = []
+    if no_deps:
+        # uv was told to install only what is named: what those need is the user's to meet.
+        own = {d.name for d in installing}
+        for r in requirements:
+            if r.dist in own:
+                notes.append(f"--no-deps: {r.dist} requires {r.requirement}, not counted")
+        requirements = [r for r in requirements if r.dist not in own]
     if not check_requirements:
         requirements = []
     every = [
@@ -247,7 +256,7 @@ def diff(
         requirements_checked=check_requirements,
         preexisting=preexisting,
         repair=None,
-        notes=(),
+        notes=tuple(notes),
     )
 
 

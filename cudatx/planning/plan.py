@@ -32,6 +32,8 @@ class PlanOptions:
     repair: bool = False  # also reinstall what the change leaves hollow
     check_requirements: bool = True  # unmet Requires-Dist count in the verdict
     strict: bool = False  # weak evidence (strings in .rodata) counts in the verdict too
+    # uv's --no-deps: the arriving distributions' own Requires-Dist are the user's to meet
+    no_deps: bool = False
     stage: Stager | None = None  # how a repair gets the bytes it reinstalls
 
 
@@ -73,8 +75,9 @@ def _change(
     options: PlanOptions,
 ) -> Plan:
     checks, strict = options.check_requirements, options.strict
+    no_deps = options.no_deps
     after = simulate(env, removing, (), installing)
-    plain = diff(env, after, removing, (), checks, installing, strict=strict)
+    plain = diff(env, after, removing, (), checks, installing, strict=strict, no_deps=no_deps)
     fixes = _repairs(env, plain, removing)
     if not fixes:
         return plain
@@ -86,7 +89,9 @@ def _change(
                 update={"repair": Repair(reinstall=tuple(map(name_version, fixes)), safe=None)}
             )
         after = simulate(env, removing, fixes, installing)
-        repaired = diff(env, after, removing, fixes, checks, installing, strict=strict)
+        repaired = diff(
+            env, after, removing, fixes, checks, installing, strict=strict, no_deps=no_deps
+        )
         return plain.model_copy(
             update={"repair": Repair(reinstall=repaired.reinstall, safe=repaired.safe)}
         )
@@ -107,7 +112,17 @@ def _change(
     # A reinstall is an uninstall and an install of the staged copy: its bytes, not the
     # ones on disk, are what the loader meets afterwards.
     after = simulate(env, (*removing, *fixes), (), (*installing, *staged))
-    return diff(env, after, removing, fixes, checks, installing, restaged=staged, strict=strict)
+    return diff(
+        env,
+        after,
+        removing,
+        fixes,
+        checks,
+        installing,
+        restaged=staged,
+        strict=strict,
+        no_deps=no_deps,
+    )
 
 
 def _restores_other_bytes(

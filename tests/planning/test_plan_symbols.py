@@ -119,3 +119,41 @@ def test_text_plan_names_the_symbol(world: World) -> None:
     done = cudatx("install", "fx-prov==1.1", "--dry-run", *links, "--python", world.pristine)
     assert done.returncode == 1, done.stderr
     assert "undefined symbol: f2, version V2" in done.stdout
+
+
+def test_no_deps_is_passed_to_uv(world: World, tmp_path: Path) -> None:
+    """install, sync and check-requirements take uv's --no-deps: a prebuilt extension whose
+    dependency is nowhere to be found plans only with it."""
+    needy = build_wheel(
+        tmp_path / "more", "fx-needy", "1.0", {"needy/__init__.py": b""}, requires=["fx-absent"]
+    )
+    shutil.copy(needy, world.wheels / needy.name)
+    links = ("--offline", "--find-links", str(world.wheels), "--ignore-running")
+    where = ("--python", world.pristine)
+    without = cudatx("install", "fx-needy", "--dry-run", "--json", *links, *where)
+    assert without.returncode not in (0, 1) and "fx-absent" in without.stderr
+    done = cudatx("install", "fx-needy", "--no-deps", "--dry-run", "--json", *links, *where)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["install"] == [{"name": "fx-needy", "version": "1.0"}]
+    # What uv was told not to install is the user's to meet: said, not counted.
+    assert plan["requirements_broken"] == []
+    assert "--no-deps: fx-needy requires fx-absent, not counted" in plan["notes"]
+
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("fx-needy\n")
+    check = ("check-requirements", requirements, *links[:3], *where)
+    assert cudatx(*check).returncode not in (0, 1)
+    assert cudatx(*check, "--no-deps").returncode == 0
+    # uv pip sync has no --no-deps (it installs exactly what the file lists): cudatx takes
+    # it, leaves it out of uv's command line and leaves fx-needy's requirement to the user.
+    pins = tmp_path / "pins.txt"
+    pins.write_text("fx-prov==1.0\nfx-user==1.0\nfx-needy==1.0\n")
+    synced = [
+        cudatx("sync", pins, *flags, "--dry-run", "--json", *links, *where)
+        for flags in ((), ("--no-deps",))
+    ]
+    assert [s.returncode for s in synced] == [1, 0], [s.stderr for s in synced]
+    plain, no_deps = (json.loads(s.stdout) for s in synced)
+    assert plain["requirements_broken"] == [{"dist": "fx-needy", "requirement": "fx-absent"}]
+    assert no_deps["requirements_broken"] == [] and no_deps["install"] == plain["install"]
