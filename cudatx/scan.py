@@ -74,7 +74,7 @@ def scan(
     tell("reading distributions", 0, 1)
     distributions, findings = scan_distributions(target.sys_path, cache)
     tell("finding libraries", 0, 1)
-    roots, libraries = walk(search_folders(target), target, view.inits, cache)
+    roots, libraries = walk(search_folders(target), target, view.inits, cache, view.needed)
     paths = [path for found in libraries.values() for path in found]
     for done, path in enumerate(paths):
         tell("reading libraries", done, len(paths))

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
 
 Inits = Callable[[str], tuple[str, ...]]
 """The `PyInit_*` names a file exports (its ELF dynamic strings; () if it is no ELF)."""
+Needs = Callable[[str], tuple[str, ...]]
+"""A file's DT_NEEDED names (() if it is no ELF)."""
+
+# What a torch operator library links: torch's own core libraries.
+_TORCH_CORE = frozenset(("libc10.so", "libtorch.so", "libtorch_cpu.so"))
+
+
+def _no_needs(path: str) -> tuple[str, ...]:
+    return ()
 
 
 def search_folders(target: PythonTarget) -> list[str]:
@@ -121,9 +130,14 @@ def _walk_folders(top: str) -> tuple[_Folder, ...]:
 
 
 def walk(
-    folders: list[str], target: PythonTarget, inits: Inits, cache: ScanCache | None
+    folders: list[str],
+    target: PythonTarget,
+    inits: Inits,
+    cache: ScanCache | None,
+    needs: Needs = _no_needs,
 ) -> tuple[list[str], dict[str, list[str]]]:
-    """(extension modules, file name -> paths of every *.so* file), in import order."""
+    """(extension modules and torch operator libraries, file name -> paths of every *.so*
+    file), in import order."""
     roots: list[str] = []
     libraries: dict[str, list[str]] = defaultdict(list)
     seen: set[str] = set()
@@ -137,9 +151,22 @@ def walk(
                     continue  # reachable from two sys.path entries: the first one imports it
                 seen.add(key)
                 libraries[name].append(path)
-                if _is_extension(name, inits(path), suffixes):
+                if _is_root(path, inits(path), suffixes, needs):
                     roots.append(path)
     return roots, libraries
+
+
+def _is_root(
+    path: str, inits: tuple[str, ...], suffixes: list[str], needs: Needs, real: str | None = None
+) -> bool:
+    """Whether `path` (its bytes at `real`, where a simulated install stages them) is a root."""
+    name = os.path.basename(path)
+    if _is_extension(name, inits, suffixes):
+        return True
+    suffix = next((s for s in suffixes if name.endswith(s)), None)
+    if suffix is None or not name[: -len(suffix)].isidentifier() or "/torch/" in path:
+        return False
+    return not _TORCH_CORE.isdisjoint(needs(real or path))
 
 
 def _is_extension(name: str, inits: tuple[str, ...], suffixes: list[str]) -> bool:
@@ -153,11 +180,13 @@ def _is_extension(name: str, inits: tuple[str, ...], suffixes: list[str]) -> boo
     return module.isidentifier() and f"PyInit_{module}" in inits
 
 
-def extension_roots(arriving: dict[str, str], target: PythonTarget, inits: Inits) -> list[str]:
-    """The extension modules among files a simulated install writes (target -> staged)."""
+def extension_roots(
+    arriving: dict[str, str], target: PythonTarget, inits: Inits, needs: Needs = _no_needs
+) -> list[str]:
+    """The roots among files a simulated install writes (target -> staged)."""
     suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
     return [
         path
         for path, real in sorted(arriving.items())
-        if _is_extension(os.path.basename(path), inits(real), suffixes)
+        if _is_root(path, inits(real), suffixes, needs, real)
     ]

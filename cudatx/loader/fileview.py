@@ -73,6 +73,11 @@ class FileView:
         """The `PyInit_*` names the file exports (cudatx.discover.sitewalk's question)."""
         return self.probe(path).inits
 
+    def needed(self, path: str) -> tuple[str, ...]:
+        """The file's DT_NEEDED names; () for what is no ELF object."""
+        info = self.probe(path).info
+        return info.needed if info is not None else ()
+
     def strings(self, path: str) -> tuple[str, ...]:
         """Soname-shaped strings of the object's .rodata; () where it cannot be read."""
         cached = self._strings.get(path)

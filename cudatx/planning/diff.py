@@ -154,6 +154,12 @@ def diff(
     failing_stems = {
         (k[0], k[1], soname_stem(k[2]), k[3]) for k, r in old.items() if r.status not in MET
     }
+    # A root that did not exist before (an arriving extension) replays libraries other roots
+    # loaded already: a need of theirs that failed before under another root is not new.
+    failing_anywhere = {
+        (k[1], soname_stem(k[2]), k[3]) for k, r in old.items() if r.status not in MET
+    }
+    roots_then = {k[0] for k in old}
     broken_stems = {soname_stem(b.soname) for b, _ in broken.values()}
     for key, a in new.items():
         if key not in old and a.status not in MET:
@@ -161,6 +167,10 @@ def diff(
             if (
                 root in failed_before
                 or (root, needer, soname_stem(name), evidence) in failing_stems
+                or (
+                    root not in roots_then
+                    and (needer, soname_stem(name), evidence) in failing_anywhere
+                )
             ):
                 continue
             if evidence is Evidence.DLOPEN_STRING and soname_stem(name) in broken_stems:

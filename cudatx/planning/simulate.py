@@ -64,7 +64,9 @@ def simulate(
     roots = [r for r in env.roots if env.keys(r) not in gone]
     known = {env.keys(r) for r in roots}
     roots += [
-        r for r in extension_roots(landing, env.target, env.view.inits) if env.keys(r) not in known
+        r
+        for r in extension_roots(landing, env.target, env.view.inits, env.view.needed)
+        if env.keys(r) not in known
     ]
     after = dataclasses.replace(
         env,
