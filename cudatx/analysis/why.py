@@ -6,6 +6,7 @@ import os
 
 from cudatx.environment import Environment
 from cudatx.errors import NotInEnvironment, UnreadableFile
+from cudatx.loader import binding
 from cudatx.models import Attempt, Evidence, Frozen, How, Resolution, Status
 
 SCHEMA_VERSION = 1
@@ -33,6 +34,19 @@ class Earlier(Frozen):
     evidence: Evidence
 
 
+class Wanted(Frozen):
+    """What one needer wants of the file by versions and versioned symbols (glibc's checks
+    after the file is found), and whether the file chosen has it."""
+
+    object: str
+    versions: tuple[str, ...]  # DT_VERNEED names for this file
+    symbols: int  # how many of its undefined symbols carry one of those versions
+    missing: tuple[str, ...]  # "`V'", "S@V": what the chosen file lacks
+    # None where the symbols cannot be read (the chosen file's or the needer's)
+    has_all: bool | None
+    elsewhere: tuple[str, ...]  # files of the same name here that have all of it
+
+
 class Route(Frozen):
     """One outcome for the name, shared by every needer that got it."""
 
@@ -47,6 +61,7 @@ class Route(Frozen):
     owners: tuple[Owner, ...]  # distributions whose RECORD lists `path`
     detail: str | None
     needed_by: tuple[Needer, ...]
+    wanted: tuple[Wanted, ...] = ()
 
 
 class FileFact(Frozen):
@@ -88,6 +103,55 @@ def _earlier(env: Environment, r: Resolution) -> Earlier | None:
     return Earlier(
         needed_by=first.needed_by, how=first.how, source=first.source, evidence=first.evidence
     )
+
+
+def _wanted(env: Environment, name: str, path: str | None, needers: list[str]) -> list[Wanted]:
+    """For each needer that asks versions of `name`, what it wants and whether `path` (the
+    file chosen) has it; other files of that name here that do, where it does not."""
+    if path is None:
+        return []
+    probe = env.view.probe(path)
+    if probe.info is None:
+        return []
+    soname = os.path.basename(name)
+    out: list[Wanted] = []
+    for needer in needers:
+        info = env.view.probe(needer).info
+        if info is None:
+            continue
+        versions = tuple(v for n in info.version_needs if n.file == soname for v in n.versions)
+        if not versions:
+            continue
+        symbols = env.view.symbols(needer)
+        refs = [
+            f"{n}@{v}"
+            for n, v, f in (symbols.references() if symbols is not None else ())
+            if v and f == soname
+        ]
+        wanted = [f"`{v}'" for v in versions] + refs
+        missing = [
+            w for w in wanted if binding.provides(probe.info, env.view.symbols(path), [w]) is False
+        ]
+        has = binding.provides(probe.info, env.view.symbols(path), wanted)
+        elsewhere: list[str] = []
+        if has is not True:
+            for other in env.libraries.get(soname, ()):
+                if env.keys(other) == env.keys(path):
+                    continue
+                found = env.view.probe(other).info
+                if found and binding.provides(found, env.view.symbols(other), wanted):
+                    elsewhere.append(other)
+        out.append(
+            Wanted(
+                object=needer,
+                versions=versions,
+                symbols=len(refs),
+                missing=tuple(missing),
+                has_all=has if symbols is not None else None,
+                elsewhere=tuple(elsewhere),
+            )
+        )
+    return out
 
 
 def _locate(env: Environment, query: str) -> str:
@@ -163,6 +227,9 @@ def explain(env: Environment, query: str) -> WhyReport:
                         attempts=rs[0].attempts,
                     )
                     for rs in needers.values()
+                ),
+                wanted=tuple(
+                    _wanted(env, head.name, head.path, [rs[0].needed_by for rs in needers.values()])
                 ),
             )
         )

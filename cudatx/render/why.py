@@ -81,6 +81,19 @@ def _route(route: Route, short: _Paths) -> list[str]:
         )
     if len(route.needed_by) > _MAX_NEEDERS:
         lines.append(f"             ... and {len(route.needed_by) - _MAX_NEEDERS} more (--json)")
+    for want in route.wanted:
+        what = f"versions {', '.join(want.versions)}"
+        if want.symbols:
+            what += f" and {want.symbols} symbol{'s' if want.symbols != 1 else ''} of them"
+        if want.missing:
+            verdict = f"this file lacks {', '.join(want.missing[:4])}"
+            if len(want.missing) > 4:
+                verdict += f" and {len(want.missing) - 4} more"
+        else:
+            verdict = "this file has them" if want.has_all else "this file has the versions"
+        lines.append(f"  {short(want.object)} wants {what}: {verdict}")
+        for other in want.elsewhere:
+            lines.append(f"    {short(other)} has them all")
     first = route.needed_by[0] if route.needed_by else None
     if first is not None and first.attempts:
         lines.append(f"  search, as done for {short(first.object)}:")

@@ -9,6 +9,7 @@ does not, its message must be glibc's, as Python's ImportError carries it.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import pytest
 
 from cudatx.analysis.doctor import diagnose
 from cudatx.analysis.problems import Problem
+from cudatx.analysis.why import explain
 from cudatx.demo.build import torch_init_py
 from cudatx.environment import Environment
 from cudatx.loader.process import LoadResult
@@ -35,6 +37,7 @@ from tests.support import (
     uv_install,
     venv_python,
 )
+from tests.support.cli import cudatx
 
 EXT = ext_suffix()
 GLOBAL_SYM = "cudatx_cudart_probe"
@@ -361,3 +364,28 @@ def test_doctor_names_both_files_of_an_ld_library_path_shadow(world: World) -> N
     assert f"take {outside} out of LD_LIBRARY_PATH" in problem.why
     # Without the shadow nothing is wrong with llv.
     assert "llv" not in _problems(world.env)
+
+
+def test_why_shows_what_needers_want_and_whether_the_file_has_it(world: World) -> None:
+    (route,) = explain(world.env, "libvn.so").routes
+    (want,) = route.wanted
+    assert want.object.endswith(f"vnode/_ext{EXT}")
+    assert (want.versions, want.symbols, want.missing) == (("V2",), 1, ("`V2'", "f2@V2"))
+    assert want.has_all is False and want.elsewhere == ()
+    (route,) = explain(world.env, "libca.so").routes[:1]
+    assert all(w.missing == () and w.has_all for w in route.wanted if "compat/" in w.object)
+    text = cudatx("why", "libvn.so", "--python", world.venv)
+    assert (
+        f"vnode/_ext{EXT} wants versions V2 and 1 symbol of them: this file lacks `V2', f2@V2"
+        in (text.stdout)
+    )
+
+
+def test_why_names_the_file_that_has_it_under_an_ld_library_path_shadow(world: World) -> None:
+    outside = world.site.parent / "outside-why"
+    shutil.copytree(world.site / "llv_old" / "lib", outside, dirs_exist_ok=True)
+    env = scan(str(world.venv), ld_library_path=str(outside))
+    (route,) = explain(env, "libllv.so").routes
+    (want,) = route.wanted
+    assert route.path == f"{outside}/libllv.so" and want.missing == ("`V2'", "f2@V2")
+    assert [os.path.relpath(p, world.site) for p in want.elsewhere] == ["llv/lib/libllv.so"]
