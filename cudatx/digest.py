@@ -59,11 +59,12 @@ def sha256_hex(path: str) -> str | None:
 
 
 def symbol_key(text: str) -> int:
-    """A 64-bit key for a symbol name (or "name@version"): crc32 and adler32 side by side.
+    """A 64-bit key for a symbol name (or "name@version"), of its bytes as the string table
+    holds them: crc32 and adler32 side by side (cudatx.elf.reader computes the same inline).
     Sets of them stand for an object's definitions in the scan cache, at 8 bytes a name
     where a torch library's C++ names average 400; two names colliding could only make a
     missing symbol read as found, never the reverse."""
-    data = text.encode()
+    data = os.fsencode(text)
     return zlib.crc32(data) << 32 | zlib.adler32(data)
 
 

@@ -15,6 +15,7 @@ import os
 import re
 import struct
 import sys
+import zlib
 from collections.abc import Callable
 from typing import IO, Any, NamedTuple, TypeVar
 
@@ -24,7 +25,7 @@ from elftools.construct import ConstructError
 from elftools.elf.enums import ENUM_E_MACHINE
 from elftools.elf.structs import ELFStructs
 
-from cudatx.digest import pack_keys, symbol_key
+from cudatx.digest import pack_keys
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, Symbols, VersionNeed
 
@@ -317,9 +318,13 @@ def _parse_symbols(stream: IO[bytes], elf: _Elf) -> Symbols:
     symtab = _file_offset(loads, tags["DT_SYMTAB"])
     count = _symbol_count(stream, elf, loads, tags, order)
     raw = _read_at(stream, symtab, count * entry, elf.size)
-    # st_name, st_info, st_other, st_shndx, st_value (st_size unread) at their offsets.
-    layout = f"{order}IBBHQ" if wide else f"{order}IIxxxxBBH"
-    unpack = struct.Struct(layout).unpack_from
+    # (st_name, st_info, st_other, st_shndx, st_value) of each entry, unpacked in C.
+    if wide:
+        layout = struct.Struct(f"{order}IBBHQ{'x' * (entry - 16)}")
+        records: Any = layout.iter_unpack(raw)
+    else:
+        layout = struct.Struct(f"{order}IIxxxxBBH{'x' * (entry - 16)}")
+        records = ((n, i, o, x, v) for n, v, i, o, x in layout.iter_unpack(raw))
     versym: array.array[int] | None = None
     if "DT_VERSYM" in tags:
         versym = array.array("H")
@@ -334,34 +339,28 @@ def _parse_symbols(stream: IO[bytes], elf: _Elf) -> Symbols:
         for file, auxes in _verneed(stream, structs, loads, tags, strtab)
         for name, _, other in auxes
     }
-    names: dict[int, str] = {}
-
-    def name_at(offset: int) -> str:
-        found = names.get(offset)
-        if found is None:
-            found = names[offset] = _cstring(strtab, offset)
-        return found
-
+    # Definitions are keyed from their bytes (cudatx.digest.symbol_key): a torch library
+    # has 75,000 of them, and decoding each name cost more than all the rest.
+    suffix = {number: b"@" + os.fsencode(name) for number, name in defs.items()}
+    find, size = strtab.find, len(strtab)
+    crc, adler = zlib.crc32, zlib.adler32
     undefined: list[str] = []
     weak: list[str] = []
-    exact: list[str] = []
-    plain: list[str] = []
-    loose: list[str] = []
+    exact: list[int] = []
+    plain: list[int] = []
+    loose: list[int] = []
     # Unversioned lookups accept the only non-hidden definition of index >= 3 in an object
     # ("exactly one versioned symbol", do_lookup_x); count them per name.
-    later: dict[str, int] = {}
-    for index in range(1, count):
-        if wide:
-            st_name, info, other, shndx, value = unpack(raw, index * entry)
-        else:
-            st_name, value, info, other, shndx = unpack(raw, index * entry)
-        bind, kind = info >> 4, info & 0xF
-        ndx = versym[index] if versym is not None else 1
+    later: dict[int, int] = {}
+    for index, (st_name, info, other, shndx, value) in enumerate(records):
+        if not index:
+            continue  # the null symbol
+        bind = info >> 4
         if shndx == _SHN_UNDEF:
             if bind not in (1, _STB_WEAK) or not st_name:
                 continue
-            ref = name_at(st_name)
-            number = ndx & 0x7FFF
+            ref = _cstring(strtab, st_name)
+            number = versym[index] & 0x7FFF if versym is not None else 1
             if number >= 2 and number in needs:
                 version, file = needs[number]
                 ref = f"{ref}@{version}@{file}"
@@ -369,36 +368,40 @@ def _parse_symbols(stream: IO[bytes], elf: _Elf) -> Symbols:
                 ref = f"{ref}@{defs[number]}@"
             (weak if bind == _STB_WEAK else undefined).append(ref)
             continue
+        kind = info & 0xF
         # check_match: no value and neither absolute nor TLS is no definition; hidden and
         # internal visibility binds locally (dl_symbol_visibility_binds_local_p).
         if value == 0 and shndx != _SHN_ABS and kind != _STT_TLS:
             continue
         if kind not in _ALLOWED_STT or bind not in _DEFINING_BIND or other & 3 in (1, 2):
             continue
-        name = name_at(st_name)
+        if not 0 <= st_name < size:
+            raise ValueError(f"string offset {st_name} is outside the dynamic string table")
+        end = find(b"\0", st_name)
+        name = strtab[st_name : end if end >= 0 else size]
+        key = crc(name) << 32 | adler(name)
         if versym is None:
-            plain.append(name)
+            plain.append(key)
             continue
+        ndx = versym[index]
         number, hidden = ndx & 0x7FFF, ndx & _VERSYM_HIDDEN
         if number >= 2 and number in defs:
-            exact.append(f"{name}@{defs[number]}")
+            versioned = name + suffix[number]
+            exact.append(crc(versioned) << 32 | adler(versioned))
         if number < 3:
-            plain.append(name)  # no version, the base, or the first version
+            plain.append(key)  # no version, the base, or the first version
             if (number < 2 or number not in defs) and not hidden:
-                loose.append(name)
+                loose.append(key)
         elif not hidden:
-            later[name] = later.get(name, 0) + 1
+            later[key] = later.get(key, 0) + 1
     if versym is not None:
-        have = set(plain)
-        plain += [name for name, seen in later.items() if seen == 1 and name not in have]
+        plain += [key for key, seen in later.items() if seen == 1]
     return Symbols(
         undefined=tuple(undefined),
         weak_undefined=tuple(weak),
-        exact=pack_keys([symbol_key(k) for k in exact]),
-        plain=pack_keys([symbol_key(k) for k in dict.fromkeys(plain)]),
-        loose=pack_keys([symbol_key(k) for k in dict.fromkeys(loose)])
-        if versym is not None
-        else None,
+        exact=pack_keys(exact),
+        plain=pack_keys(plain),
+        loose=pack_keys(loose) if versym is not None else None,
     )
 
 

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
@@ -59,6 +59,8 @@ class FileView:
         self._symbols: dict[str, Symbols | None] = {}
         # File id -> what cudatx.loader.binding made of its symbols, for the loader's use.
         self.tables: dict[object, object] = {}
+        # The loader's symbol verdicts in this run, keyed by the identities of the files.
+        self.verdicts: dict[object, list[Any]] = {}
         self._stats: dict[str, os.stat_result] = {}
         self._folders: dict[str, bool] = {}
         self._globbed: dict[str, list[str]] = {}
@@ -273,6 +275,7 @@ class OverlayView(FileView):
         super().__init__(base.cache)
         self._base = base
         self.tables = base.tables
+        self.verdicts = base.verdicts
         self._gone = gone
         self._key = key
         self._arriving = arriving or {}

@@ -315,14 +315,23 @@ class Process:
         scope = [*self.global_scope, *self.search_list(root)]
         # The verdict is kept in the scan cache under the state of every file it read, so
         # that a run on unchanged files reads no symbol (a torch library's are megabytes).
-        key = self._binding_key(checked, scope)
-        kept = self.view.recall("binding", key) if key else None
-        if kept is not None:
-            found = json.loads(kept)
-        else:
-            found = self._bind(checked, scope)
-            if key:
-                self.view.keep("binding", key, json.dumps(found))
+        # And within one run, under the files' identities: every root that imports torch
+        # replays torch's own dlopens on a fork, and a simulation replays them again.
+        memo = tuple(
+            (o.file_id, o.opaque, frozenset(o.names)) for o in (*checked, None, *scope) if o
+        )
+        memo_key = (len(checked), memo)
+        found = self.view.verdicts.get(memo_key)
+        if found is None:
+            key = self._binding_key(checked, scope)
+            kept = self.view.recall("binding", key) if key else None
+            if kept is not None:
+                found = json.loads(kept)
+            else:
+                found = self._bind(checked, scope)
+                if key:
+                    self.view.keep("binding", key, json.dumps(found))
+            self.view.verdicts[memo_key] = found
         if found:
             index, name, version, file, missing = found
             obj = checked[index]
