@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import functools
+import itertools
 import os
 import re
 import struct
@@ -340,10 +341,49 @@ def _parse_symbols(stream: IO[bytes], elf: _Elf) -> Symbols:
         for name, _, other in auxes
     }
     # Definitions are keyed from their bytes (cudatx.digest.symbol_key): a torch library
-    # has 75,000 of them, and decoding each name cost more than all the rest.
+    # has 75,000 of them, and decoding each name cost more than all the rest. Every string
+    # that starts after a NUL is keyed at once, in C; a name that shares the tail of a
+    # longer one (the link editor merges suffixes) is cut out on its own.
     suffix = {number: b"@" + os.fsencode(name) for number, name in defs.items()}
     find, size = strtab.find, len(strtab)
     crc, adler = zlib.crc32, zlib.adler32
+    pieces = strtab.split(b"\0")
+    starts = itertools.accumulate((len(p) + 1 for p in pieces), initial=0)
+    keys = [c << 32 | a for c, a in zip(map(crc, pieces), map(adler, pieces), strict=True)]
+    keyed = dict(zip(starts, keys, strict=False))  # one start more than pieces: the end
+
+    def key_at(offset: int) -> int:
+        found = keyed.get(offset)
+        if found is None:
+            if not 0 <= offset < size:
+                raise ValueError(f"string offset {offset} is outside the dynamic string table")
+            end = find(b"\0", offset)
+            name = strtab[offset : end if end >= 0 else size]
+            found = crc(name) << 32 | adler(name)
+        return found
+
+    rows = list(records)
+    if versym is None and not defs:
+        # Unversioned (torch's libraries): every definition answers a plain reference.
+        plain_keys = [
+            key_at(n)
+            for n, info, other, shndx, value in rows[1:]
+            if shndx != _SHN_UNDEF
+            and (value or shndx == _SHN_ABS or info & 0xF == _STT_TLS)
+            and info & 0xF in _ALLOWED_STT
+            and info >> 4 in _DEFINING_BIND
+            and other & 3 not in (1, 2)
+        ]
+        refs = [
+            (_cstring(strtab, n), info >> 4)
+            for n, info, _, shndx, _ in rows[1:]
+            if shndx == _SHN_UNDEF and n and info >> 4 in (1, _STB_WEAK)
+        ]
+        return Symbols(
+            undefined=tuple(name for name, bind in refs if bind != _STB_WEAK),
+            weak_undefined=tuple(name for name, bind in refs if bind == _STB_WEAK),
+            plain=pack_keys(plain_keys),
+        )
     undefined: list[str] = []
     weak: list[str] = []
     exact: list[int] = []
@@ -352,7 +392,7 @@ def _parse_symbols(stream: IO[bytes], elf: _Elf) -> Symbols:
     # Unversioned lookups accept the only non-hidden definition of index >= 3 in an object
     # ("exactly one versioned symbol", do_lookup_x); count them per name.
     later: dict[int, int] = {}
-    for index, (st_name, info, other, shndx, value) in enumerate(records):
+    for index, (st_name, info, other, shndx, value) in enumerate(rows):
         if not index:
             continue  # the null symbol
         bind = info >> 4
@@ -375,18 +415,15 @@ def _parse_symbols(stream: IO[bytes], elf: _Elf) -> Symbols:
             continue
         if kind not in _ALLOWED_STT or bind not in _DEFINING_BIND or other & 3 in (1, 2):
             continue
-        if not 0 <= st_name < size:
-            raise ValueError(f"string offset {st_name} is outside the dynamic string table")
-        end = find(b"\0", st_name)
-        name = strtab[st_name : end if end >= 0 else size]
-        key = crc(name) << 32 | adler(name)
+        key = key_at(st_name)
         if versym is None:
             plain.append(key)
             continue
         ndx = versym[index]
         number, hidden = ndx & 0x7FFF, ndx & _VERSYM_HIDDEN
         if number >= 2 and number in defs:
-            versioned = name + suffix[number]
+            end = find(b"\0", st_name)
+            versioned = strtab[st_name : end if end >= 0 else size] + suffix[number]
             exact.append(crc(versioned) << 32 | adler(versioned))
         if number < 3:
             plain.append(key)  # no version, the base, or the first version

@@ -243,6 +243,46 @@ def test_system_library_symbols_match_readelf(path: str) -> None:
     assert {f for _, v, f in symbols.references() if v} <= files
 
 
+def readelf_definitions(path: str | Path) -> set[str]:
+    """Names a lookup can bind to in an unversioned object, as readelf lists them."""
+    out = set()
+    for line in _run("readelf", "--dyn-syms", "-W", path).splitlines():
+        m = _SYM.match(line)
+        if m is None:
+            continue
+        value, kind, bind, vis, ndx, name, _, _ = m.groups()
+        if ndx == "UND" or (int(value, 16) == 0 and ndx != "ABS" and kind != "TLS"):
+            continue
+        if bind in ("GLOBAL", "WEAK", "UNIQUE") and vis in ("DEFAULT", "PROTECTED"):
+            out.add(name)
+    return out
+
+
+def test_unversioned_library_symbols_match_readelf(tmp_path: Path) -> None:
+    # Defined, weak, protected, hidden, TLS and common kinds; strong and weak references;
+    # "bar" is a tail of "foo_bar", which the link editor stores once.
+    source = (
+        "int foo_bar(void) { return 1; }\nint bar(void) { return 2; }\n"
+        "__attribute__((weak)) int soft(void) { return 3; }\n"
+        '__attribute__((visibility("protected"))) int guarded(void) { return 4; }\n'
+        '__attribute__((visibility("hidden"))) int secret(void) { return 5; }\n'
+        "__thread int per_thread = 6;\nint shared_data = 7;\n"
+        "extern int needed_elsewhere(void);\nextern int maybe(void) __attribute__((weak));\n"
+        "int use(void) { return needed_elsewhere() + (maybe ? maybe() : 0) + secret(); }\n"
+    )
+    lib = _cc(tmp_path / "libplain.so", source)
+    symbols = read_symbols(str(lib))
+    assert symbols.loose is None and symbols.exact == ""
+    assert unpack_keys(symbols.plain) == {symbol_key(n) for n in readelf_definitions(lib)}
+    assert {symbol_key(n) for n in ("bar", "foo_bar", "soft", "guarded", "per_thread")} <= (
+        unpack_keys(symbols.plain)
+    )
+    assert symbol_key("secret") not in unpack_keys(symbols.plain)
+    strong, weak, _ = readelf_symbols(str(lib))
+    assert set(symbols.undefined) == strong and "needed_elsewhere" in strong
+    assert set(symbols.weak_undefined) == weak and "maybe" in weak
+
+
 def _handmade(elf_class: int, order: str, machine: int) -> tuple[bytes, ElfInfo]:
     """A minimal dynamic ELF object of any class and byte order, with its expected model.
 
