@@ -1,6 +1,12 @@
 """The site walk: every shared library under the import path, and which are extension modules.
 
 An extension module is a load root: Python's import dlopens it (cudatx.scan replays that).
+
+So is a torch operator library: a file named like an extension module (`torchvision/_C.so`)
+that exports no `PyInit_*` but needs torch's own libraries, outside torch's package. Its
+package loads it with `torch.ops.load_library`, which is `ctypes.CDLL(path)` once torch is
+imported: RTLD_NOW and RTLD_LOCAL, as an import. Deviation (README.md): which files those
+are is read from their names and DT_NEEDED, not from the package's code.
 """
 
 from __future__ import annotations

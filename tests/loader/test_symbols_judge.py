@@ -207,7 +207,27 @@ def _torch(w: _World, out: Path) -> list[Path]:
         f"torch/_C{EXT}": c_ext,
     }
     user = compile_extension(b / "gluser", "_ext", source=ext_source("_ext", calls=[GLOBAL_SYM]))
+    # torch operator libraries (as torchvision/_C.so): no PyInit_*, they link torch's core and
+    # are loaded with torch.ops.load_library; one built against a libc10 with c10_new.
+    c10 = compile_lib(b / "torch/lib/libc10.so", soname="libc10.so", source=functions("c10_old"))
+    files["torch/lib/libc10.so"] = c10
+    newer = w.linkonly("libc10.so", functions("c10_old", "c10_new"))
+    ops = []
+    for package, calls in (("opsok", "c10_old"), ("opsnew", "c10_new")):
+        source = (
+            f"extern int {calls}(void);\nint {package}_register(void) {{ return {calls}(); }}\n"
+        )
+        lib = compile_lib(
+            b / package / "_C.so", source=source, needed=[newer], rpath="$ORIGIN/../torch/lib"
+        )
+        init = b"import torch\n"
+        ops.append(
+            build_wheel(
+                out, package, "1.0", {f"{package}/__init__.py": init, f"{package}/_C.so": lib}
+            )
+        )
     return [
+        *ops,
         build_wheel(out, "torch", "2.14.1", files),
         build_wheel(out, "nvidia-cuda-runtime-cu12", "12.8.90", {CUDART: cudart}),
         build_wheel(out, "nvidia-nvjitlink-cu12", "12.8.93", {NVJITLINK: nvjitlink}),
@@ -330,7 +350,7 @@ def _problems(env: Environment) -> dict[str, Problem]:
 
 def test_doctor_reports_each_failure_with_glibcs_message(world: World) -> None:
     found = _problems(world.env)
-    failing = {p for p, expected in CASES.items() if expected} | {"locb", "gluser"}
+    failing = {p for p, expected in CASES.items() if expected} | {"locb", "gluser", "opsnew"}
     assert set(found) == failing
     codes = {p: found[p].code for p in failing}
     assert codes == {
@@ -341,8 +361,9 @@ def test_doctor_reports_each_failure_with_glibcs_message(world: World) -> None:
         "compat_gone": "missing-symbol",
         "locb": "missing-symbol",
         "gluser": "missing-symbol",
+        "opsnew": "missing-symbol",
     }
-    for package in failing:
+    for package in failing - {"opsnew"}:
         message = predicted(_load(world.env, package))
         assert f"importing {package}/_ext{EXT} would fail: {message}" in found[package].consequences
     assert found[
@@ -389,3 +410,15 @@ def test_why_names_the_file_that_has_it_under_an_ld_library_path_shadow(world: W
     (want,) = route.wanted
     assert route.path == f"{outside}/libllv.so" and want.missing == ("`V2'", "f2@V2")
     assert [os.path.relpath(p, world.site) for p in want.elsewhere] == ["llv/lib/libllv.so"]
+
+
+def test_torch_operator_library_is_a_root_loaded_as_torch_loads_it(world: World) -> None:
+    for package, fails in (("opsok", False), ("opsnew", True)):
+        code = f"import torch, ctypes\nctypes.CDLL({str(world.site / package / '_C.so')!r})\n"
+        seen = observe_code(venv_python(world.venv), code)
+        real = None if seen.ok else (seen.error or "").removeprefix("OSError: ")
+        assert (real is not None) == fails, real
+        root = str(world.site / package / "_C.so")
+        load = next(ld for ld in world.env.loads if ld.root == root)
+        assert predicted(load) == real
+    assert real is not None and real.endswith("_C.so: undefined symbol: c10_new")
