@@ -83,8 +83,10 @@ def _carry_out(
         uv_options=source.options,
         verify=request.verify,
         ignore_running=request.ignore_running,
+        strict_running=request.strict_running,
         force=request.force,
         command=invocation().command_line,
+        warn=lambda message: click.echo(f"cudatx: warning: {message}", err=True),
     )
     txn = apply_change(
         env,
