@@ -31,7 +31,8 @@ def python_option(command: F) -> F:
         metavar="PATH",
         default=None,
         help="Interpreter or environment folder to inspect [default: as uv finds it: "
-        "VIRTUAL_ENV, CONDA_PREFIX, .venv here or above, then cudatx's own Python].",
+        "VIRTUAL_ENV, CONDA_PREFIX, .venv here or above, then cudatx's own Python, but "
+        "never for a command that changes an environment].",
     )(command)
 
 
