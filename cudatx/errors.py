@@ -53,6 +53,10 @@ class EnvironmentNotFound(CudatxError):
     exit_code = ExitCode.NO_ENVIRONMENT
 
 
+class NoVirtualEnvironment(EnvironmentNotFound):
+    """A command that changes an environment was given none: it never changes cudatx's own."""
+
+
 class NotInEnvironment(CudatxError):
     exit_code = ExitCode.NOT_FOUND
 

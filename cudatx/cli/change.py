@@ -84,8 +84,10 @@ def _carry_out(
         uv_options=source.options,
         verify=request.verify,
         ignore_running=request.ignore_running,
+        strict_running=request.strict_running,
         force=request.force,
         command=invocation().command_line,
+        warn=lambda message: click.echo(f"cudatx: warning: {message}", err=True),
     )
     txn = apply_change(
         env,
@@ -126,9 +128,11 @@ def remove(
     cuda:N (every distribution whose libraries are CUDA N builds). Shows the plan first;
     applies it through uv with a snapshot that `cudatx rollback` restores. With --dry-run:
     exit 0 when safe, 1 when something that loads now would stop loading."""
+    from cudatx.discover.target import require_environment
     from cudatx.planning.change import propose_removal
     from cudatx.txn.rollback import refuse_if_interrupted_at
 
+    require_environment(python)
     with scanned(python, ld_library_path) as env:
         if not request.dry_run:
             refuse_if_interrupted_at(env.target.prefix)
@@ -146,9 +150,11 @@ def _propose_and_carry_out(
     request: ChangeRequest,
     source: UvSource,
 ) -> int:
+    from cudatx.discover.target import require_environment
     from cudatx.planning.change import propose
     from cudatx.txn.rollback import refuse_if_interrupted_at
 
+    require_environment(python)
     with scanned(python, ld_library_path) as env:
         if not request.dry_run:
             refuse_if_interrupted_at(env.target.prefix)

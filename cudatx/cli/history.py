@@ -18,9 +18,10 @@ from cudatx.errors import UsageError
 def rollback(txn: str | None, python: str | None, force: bool, yes: bool) -> int:
     """Put the environment back as it was before transaction ID (default: the latest), from
     the bytes cudatx saved: no network, no package index."""
-    from cudatx.discover.target import find_target
+    from cudatx.discover.target import find_target, require_environment
     from cudatx.txn.rollback import rollback as roll_back
 
+    require_environment(python)
     target = find_target(python)
     click.echo(f"Using Python {target.version} environment at: {target.prefix}", err=True)
     if not yes:

@@ -31,7 +31,8 @@ def python_option(command: F) -> F:
         metavar="PATH",
         default=None,
         help="Interpreter or environment folder to inspect [default: as uv finds it: "
-        "VIRTUAL_ENV, CONDA_PREFIX, .venv here or above, then cudatx's own Python].",
+        "VIRTUAL_ENV, CONDA_PREFIX, .venv here or above, then cudatx's own Python, but "
+        "never for a command that changes an environment].",
     )(command)
 
 
@@ -159,6 +160,7 @@ class ChangeRequest(NamedTuple):
     force: bool
     yes: bool
     ignore_running: bool
+    strict_running: bool
     verify: str | None
     repair: bool
     check_requirements: bool
@@ -206,6 +208,7 @@ def change_options(command: F) -> F:
         force: bool,
         yes: bool,
         ignore_running: bool,
+        strict_running: bool,
         verify: str | None,
         repair: bool,
         no_requirements_check: bool,
@@ -218,6 +221,7 @@ def change_options(command: F) -> F:
             force=force,
             yes=yes,
             ignore_running=ignore_running,
+            strict_running=strict_running,
             verify=verify,
             repair=repair,
             check_requirements=not no_requirements_check,
@@ -238,6 +242,12 @@ def change_options(command: F) -> F:
                 "--ignore-running",
                 is_flag=True,
                 help="Apply even while processes map affected files.",
+            ),
+            click.option(
+                "--strict-running",
+                is_flag=True,
+                help="Refuse while any process cannot be checked (its /proc/PID/maps "
+                "unreadable) [default: name them in a warning and go on].",
             ),
             click.option(
                 "--verify",

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cudatx.errors import EnvironmentNotFound
+from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment
 
 if TYPE_CHECKING:
     from cudatx.models import PythonTarget
@@ -67,6 +67,9 @@ print("@@cudatx@@" + json.dumps({
 }))
 """
 
+# What found the interpreter when nothing named one: the interpreter cudatx runs on.
+FALLBACK = "cudatx's interpreter"
+
 _MARK = "@@cudatx@@"
 _QUERY_TIMEOUT_S = 60
 
@@ -115,7 +118,24 @@ def locate_interpreter(
         found = _interpreter_in(venv) if venv.is_dir() else None
         if found is not None:
             return found, ".venv"
-    return Path(sys.executable), "cudatx's interpreter"
+    return Path(sys.executable), FALLBACK
+
+
+def require_environment(
+    python: str | None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> None:
+    """Refuse a change when nothing names an environment (no --python, VIRTUAL_ENV,
+    CONDA_PREFIX or .venv): changing cudatx's own interpreter is never what was meant. uv
+    refuses the same way ("No virtual environment found", `uv pip install` without --system).
+    """
+    env = os.environ if environ is None else environ
+    _, found_by = locate_interpreter(python, env, cwd or Path.cwd())
+    if found_by == FALLBACK:
+        raise NoVirtualEnvironment(
+            "No virtual environment found; pass --python PATH (an interpreter or an "
+            "environment folder), or activate one (VIRTUAL_ENV, CONDA_PREFIX, a .venv here or "
+            "above)"
+        )
 
 
 class Query:
@@ -202,4 +222,4 @@ def hook_target(
         target = find_target(None, env, here)
     except EnvironmentNotFound:
         return None
-    return None if target.found_by == "cudatx's interpreter" else target.prefix
+    return None if target.found_by == FALLBACK else target.prefix

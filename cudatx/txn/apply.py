@@ -35,8 +35,10 @@ class ApplyOptions:
     uv_options: UvOptions = field(default_factory=UvOptions)
     verify: str | None = None  # a command run in the environment after the change
     ignore_running: bool = False
+    strict_running: bool = False  # a process whose maps cannot be read blocks too
     force: bool = False  # apply even an unsafe plan
     command: str = ""  # the cudatx command line, for the journal
+    warn: Callable[[str], None] = field(default=lambda message: None)  # said, not refused
 
 
 def refuse_unsafe(plan: Plan, *, force: bool) -> None:
@@ -47,22 +49,42 @@ def refuse_unsafe(plan: Plan, *, force: bool) -> None:
         )
 
 
+def _names(unknown: tuple[running.Unknown, ...], limit: int = 5) -> str:
+    names = [f"pid {u.pid} ({u.user or '?'})" for u in unknown[:limit]]
+    if len(unknown) > limit:
+        names.append(f"and {len(unknown) - limit} more")
+    return ", ".join(names)
+
+
 def _check_running(paths: list[str], options: ApplyOptions) -> None:
+    """A process seen mapping a file the change takes away blocks it. One whose maps cannot
+    be read (pid 1 in many containers, other users' processes without CAP_SYS_PTRACE) is
+    counted and named, and blocks only with --strict-running: needrestart and lsof, which
+    cannot read them either, report them and go on."""
     if options.ignore_running:
         return  # not even a scan: /proc may be unreadable where the user knows better
     report = running.processes_using(paths)
-    if report.clear:
+    if report.holders:
+        parts = []
+        for h in report.holders:
+            files = ", ".join(os.path.basename(f) for f in h.files[:3])
+            parts.append(f"pid {h.pid} ({h.user}: {h.command[:60]}) maps {files}")
+        raise InUse(
+            "running processes use files this change would delete or overwrite: "
+            + "; ".join(parts)
+            + " (stop them, or pass --ignore-running)"
+        )
+    if not report.unknown:
         return
-    parts = []
-    for h in report.holders:
-        files = ", ".join(os.path.basename(f) for f in h.files[:3])
-        parts.append(f"pid {h.pid} ({h.user}: {h.command[:60]}) maps {files}")
-    parts += [f"pid {u.pid} ({u.user or '?'}): maps unreadable, {u.reason}" for u in report.unknown]
-    raise InUse(
-        "running processes use files this change would delete or overwrite: "
-        + "; ".join(parts)
-        + " (stop them, or pass --ignore-running)"
-    )
+    count = len(report.unknown)
+    unchecked = f"could not check {count} process{'es' * (count != 1)}: {_names(report.unknown)}"
+    reason = report.unknown[0].reason
+    if options.strict_running:
+        raise InUse(
+            f"{unchecked} ({reason}); --strict-running refuses while any process cannot be "
+            "checked (run as a user who can read their /proc/PID/maps, or drop --strict-running)"
+        )
+    options.warn(f"{unchecked} ({reason}); they may map files this change takes away")
 
 
 def apply_change(

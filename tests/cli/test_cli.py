@@ -12,6 +12,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -339,3 +340,30 @@ def test_garbage_record_still_answers(garbage_venv: Path, content: bytes) -> Non
     assert "Traceback" not in done.stderr
     assert done.stdout.startswith("libc.so.6 => ")
     assert snapshot(garbage_venv) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(("remove", "cudatx-no-such-dist", "--yes"), id="remove"),
+        pytest.param(("remove", "click", "--dry-run"), id="remove-dry-run"),
+        pytest.param(("install", "click", "--dry-run", "--offline"), id="install-dry-run"),
+        pytest.param(("sync", "requirements.txt", "--dry-run", "--offline"), id="sync-dry-run"),
+        pytest.param(("rollback", "--yes"), id="rollback"),
+    ],
+)
+def test_a_change_never_falls_back_to_cudatxs_own_interpreter(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    # Nothing names an environment: no --python, VIRTUAL_ENV, CONDA_PREFIX, nor a .venv
+    # here or above. Read-only commands may look at cudatx's own Python; a change refuses,
+    # as uv does, before it reads anything.
+    assert not any((p / ".venv").exists() for p in (tmp_path, *tmp_path.parents))
+    (tmp_path / "requirements.txt").write_text("click\n")
+    own = Path(os.path.realpath(sys.prefix))
+    before = sorted(p.name for p in own.iterdir())
+    done = cudatx(*args, cwd=tmp_path)
+    line = assert_refused(done, 3)
+    assert "No virtual environment found" in line and "--python" in line, line
+    assert sorted(p.name for p in own.iterdir()) == before  # no .cudatx store made there
+    assert cudatx("doctor", "--json", cwd=tmp_path).returncode in (0, 1)

@@ -98,18 +98,21 @@ def test_the_trap_step_by_step(trapped: Path, cudnn_cu12_wheel: Path) -> None:
     )
     assert install.returncode == 0, install.stderr
 
-    # cu12 over cu13: co-owned paths, and torch (CUDA 13) now resolves a CUDA 12 cuDNN.
+    # cu12 over cu13: one finding, the build installed over torch's, with what it breaks
+    # (the co-owned paths are its evidence, not separate warnings) and the one cure.
     code, report = _doctor(trapped)
     assert code == 1
-    co = [p for p in report["problems"] if p["code"] == "co-owned"]
-    assert co and set(co[0]["distributions"]) == {"nvidia-cudnn-cu12", "nvidia-cudnn-cu13"}
-    assert "nvidia-cudnn-cu12's" in co[0]["why"]
-    assert any(p.endswith("/nvidia/cudnn/lib/libcudnn.so.9") for p in co[0]["paths"])
-    mixed = [p for p in report["problems"] if p["code"] == "mixed-cuda-major"]
-    assert len(mixed) == 1 and mixed[0]["severity"] == "error"
-    assert mixed[0]["what"].startswith("torch (CUDA 13.0) resolves libcudnn.so.9")
-    assert mixed[0]["what"].endswith("to a CUDA 12 build")
-    assert "nvidia-cudnn-cu13==9.24.0.43" in (mixed[0]["fix"] or "")
+    (mixed,) = [p for p in report["problems"] if p["severity"] == "error"]
+    assert mixed["code"] == "mixed-cuda-major"
+    assert mixed["what"].startswith("nvidia-cudnn-cu12 ")
+    assert "was installed over nvidia-cudnn-cu13 " in mixed["what"]
+    assert mixed["what"].endswith("torch (CUDA 13.0) loads its CUDA 12 build")
+    assert mixed["removes"] == ["nvidia-cudnn-cu12"]
+    assert any(p.endswith("/nvidia/cudnn/lib/libcudnn.so.9") for p in mixed["paths"])
+    assert not [p for p in report["problems"] if p["code"] == "co-owned"]
+    assert report["fixes"] == [mixed["fix"]]
+    assert "remove nvidia-cudnn-cu12 --repair" in mixed["fix"]
+    assert report["verdict"].startswith("1 error: ")
 
     # The user's fix of design.md section 1: uninstall the cu12 one. cu13 is left hollow.
     removal = subprocess.run(
@@ -125,8 +128,11 @@ def test_the_trap_step_by_step(trapped: Path, cudnn_cu12_wheel: Path) -> None:
     hollow = [p for p in report["problems"] if p["code"] == "hollow"]
     assert [p["distributions"] for p in hollow] == [["nvidia-cudnn-cu13"]]
     assert hollow[0]["severity"] == "error"
-    roots = [p for p in report["problems"] if p["code"] == "root-unloadable"]
-    assert any("libcudnn.so.9 not found" in p["what"] for p in roots)
+    assert any(
+        line.startswith("importing torch/_C") and "libcudnn.so.9 not found" in line
+        for line in hollow[0]["consequences"]
+    )
+    assert report["fixes"] == [hollow[0]["fix"]]
     fix = hollow[0]["fix"]
     assert "nvidia-cudnn-cu13==9.24.0.43" in fix
 

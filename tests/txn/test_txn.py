@@ -12,16 +12,16 @@ and drives the real uv binary, offline, with the wheels' folder as ``--find-link
 reinstalls of ``--repair``. "The tree digest" is tests.support.digest.tree_digest of the venv
 (every path, mode, sha256 and symlink target; ``__pycache__`` and the store left out).
 
-In this sandbox /proc/1/maps cannot be read, even by root, so cudatx (rightly: a process
-it cannot look into is never assumed safe) would block every apply with pid 1 as "unknown".
-So every apply here passes ``--ignore-running``, except the in-use test, which checks that
-refusal itself.
+In this sandbox /proc/1/maps cannot be read, even by root: cudatx names such a process in a
+warning and goes on (``--strict-running`` makes it block). Most applies here pass
+``--ignore-running`` all the same, to scan no /proc; the in-use tests check both ways.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -44,6 +44,7 @@ from tests.support.txn_world import (
     IN_USE,
     INTERRUPTED,
     NCCL,
+    NCCL_LIB,
     NCCL_VERSION,
     REFUSED,
     ROLLED_BACK,
@@ -384,9 +385,49 @@ def test_a_process_mapping_the_library_blocks_the_apply(venv: Venv) -> None:
     assert done.returncode == IN_USE, done.stderr
     line = error(done)
     assert f"pid {pid} (" in line, line
-    assert "libcudnn.so.9" in line and "--ignore-running" in line
+    assert "libcudnn.so.9" in line and "stop them, or pass --ignore-running" in line
     assert_same(before, venv.digest())
     assert journals(venv) == []
+
+
+def _unreadable_pids() -> list[int]:
+    """Processes whose maps this user cannot read (pid 1 here, even for root)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/maps", "rb") as f:
+                    f.read(1)
+            except PermissionError:
+                pids.append(int(name))
+            except OSError:
+                pass
+    return sorted(pids)
+
+
+@pytest.mark.reliability
+def test_a_process_that_cannot_be_checked_is_named_and_blocks_only_when_strict(
+    venv: Venv,
+) -> None:
+    unreadable = _unreadable_pids()
+    if not unreadable:
+        pytest.skip("every process's maps can be read here")
+    before = venv.digest()
+    strict = run(venv, "remove", NCCL, "--yes", "--strict-running")
+    assert strict.returncode == IN_USE, strict.stderr
+    line = error(strict)
+    assert "could not check" in line and f"pid {unreadable[0]} (" in line, line
+    assert "--strict-running" in line
+    assert_same(before, venv.digest())
+    assert journals(venv) == []
+
+    # Neither flag: a warning that counts and names them, and the change is made.
+    done = run(venv, "remove", NCCL, "--yes")
+    assert done.returncode == 0, done.stderr
+    [warning] = [ln for ln in done.stderr.splitlines() if ln.startswith("cudatx: warning: ")]
+    assert re.search(r"could not check \d+ process(es)?: pid \d+ \(", warning), warning
+    assert f"pid {unreadable[0]} (" in warning
+    assert not (venv.site / NCCL_LIB).exists()
 
 
 # --------------------------------------------------------------------------------------
