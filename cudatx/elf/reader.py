@@ -365,8 +365,9 @@ def _parse_symbols(stream: IO[bytes], elf: _Elf) -> Symbols:
     rows = list(records)
     if versym is None and not defs:
         # Unversioned (torch's libraries): every definition answers a plain reference.
+        get = keyed.get
         plain_keys = [
-            key_at(n)
+            key if (key := get(n)) is not None else key_at(n)
             for n, info, other, shndx, value in rows[1:]
             if shndx != _SHN_UNDEF
             and (value or shndx == _SHN_ABS or info & 0xF == _STT_TLS)
