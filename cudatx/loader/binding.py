@@ -28,10 +28,11 @@ Deliberate deviations (also listed in README.md):
 - IFUNC resolvers, copy relocations, protected symbols (_dl_check_protected_symbol),
   STB_GNU_UNIQUE's table and RTLD_DEEPBIND are not modelled: none decides whether a
   symbol binds;
-- where the scope holds an object whose symbols cannot be read (the NVIDIA driver's
-  libraries, which cudatx never resolves), a symbol nothing else defines is judged only
-  if that object could not define it: versioned for a file read here, or a C++ name
-  (the driver's libraries export C functions).
+- where the scope holds one of the NVIDIA driver's libraries, which cudatx never resolves
+  or reads, a symbol nothing else defines is judged only if the driver could not define
+  it: versioned for a file read here, or a C++ name (the driver's libraries export C
+  functions); where it holds an object whose symbols cannot be read, no symbol of that
+  load is judged at all.
 """
 
 from __future__ import annotations

@@ -358,7 +358,9 @@ class Process:
         [its index, symbol, version, the version's file, every symbol missing], or []."""
         tables = [self._table(o) for o in scope]
         known = [t for t in tables if t is not None]
-        opaque = len(known) < len(tables) or any(o.opaque for o in scope)
+        if len(known) < len(tables):
+            return []  # an object whose symbols cannot be read could define any of them
+        opaque = any(o.opaque for o in scope)
         readable: set[str] = set()
         for o, t in zip(scope, tables, strict=True):
             if t is not None:
