@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,6 +317,17 @@ def test_rtld_local_roots_do_not_see_each_other(world: World) -> None:
 def test_symbol_only_reachable_through_rtld_global_preload(world: World) -> None:
     assert observed(world, "import torch._C\n") is None
     assert predicted(_load(world.env, "torch", "_C")) is None
+    # LD_DEBUG=bindings: glibc binds it in libcudart, which only the preload mapped.
+    bindings = subprocess.run(
+        [venv_python(world.venv), "-c", "import torch._C"],
+        env={**os.environ, "LD_DEBUG": "bindings"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    bound = [line for line in bindings.splitlines() if f"`{GLOBAL_SYM}'" in line]
+    assert bound and all("libcudart.so.12 [0]: normal symbol" in line for line in bound), bound
+    assert any(f"/torch/_C{EXT} [0] to " in line for line in bound), bound
     # Without torch's preload nothing defines it.
     real = observed(world, "import gluser._ext\n")
     assert real is not None and real.endswith(f"undefined symbol: {GLOBAL_SYM}")
