@@ -49,7 +49,9 @@ def record_rows(text: str) -> Iterator[tuple[int, list[str] | csv.Error]]:
     """(line number, row) for each row of a RECORD, or (line number, the csv.Error) for a row
     csv refuses. Row by row, so that one line csv refuses (a field over its size limit) costs
     that line only; newline="" so that only real newlines count as line breaks."""
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # uv reads RECORD with Rust's csv crate, which drops a UTF-8 byte order mark at the start
+    # (csv-core's reader skips it before the first field): `\ufeffpkg/x` is `pkg/x` to uv.
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
     while True:
         number = reader.line_num + 1
         try:

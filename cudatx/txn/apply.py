@@ -24,7 +24,7 @@ from cudatx.txn import confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
 from cudatx.txn.rollback import refuse_if_interrupted, restore
 from cudatx.txn.store import Store
-from cudatx.txn.touched import created_folders, files_of
+from cudatx.txn.touched import PYCACHE, created_folders, uninstalled
 from cudatx.txn.verify import run_verify, verify
 from cudatx.uv import UvOptions, find_uv, pip_argv, run_uv
 
@@ -104,7 +104,10 @@ def apply_change(
             os.path.normpath(p) for p in arriving_files(env.target.install_site, change.staged)
         }
         leaving = (*change.removing, *change.reinstalling)
-        touched = sorted({p for d in leaving for p in files_of(d)} | arriving)
+        # Exactly what uv deletes (__pycache__ and emptied folders included), and what
+        # arrives: the snapshot saves it all, with the modes of the folders.
+        deleted, folders = uninstalled(leaving, env.target.prefix)
+        touched = sorted(set(deleted) | arriving)
         _check_running(touched, options)
         txn = store.new_id()
         journal = JournalWriter(
@@ -128,7 +131,6 @@ def apply_change(
             {"name": d.name, "version": d.version, "direct_url": d.direct_url}
             for d in env.distributions
         )
-        folders = [d.metadata_dir for d in leaving]
         try:
             _, outside = snapshot.take(
                 store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
@@ -159,7 +161,9 @@ def apply_change(
             _roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
             raise
         journal.step(State.VERIFIED)
-        kept = set(touched) - set(outside)  # what lies outside is none of rollback's business
+        # What lies outside is none of rollback's business; a .pyc that Python writes again
+        # later is no change a rollback must refuse over (restoring it is harmless).
+        kept = {p for p in set(touched) - set(outside) if PYCACHE not in p.split(os.sep)}
         journal.step(State.COMMITTED, after={p: sha256_hex(p) for p in sorted(kept)})
         return txn
 

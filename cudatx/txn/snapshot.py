@@ -31,7 +31,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from cudatx.digest import digest_fd
 from cudatx.discover.confinement import inside
@@ -67,6 +67,9 @@ class SavedFile(Frozen):
 class Snapshot(Frozen):
     files: tuple[SavedFile, ...]
     folders: tuple[str, ...]  # folders that existed (dist-info...), restored even if empty
+    # Permission bits of each folder above a saved path (up to the prefix) and of each
+    # folder it keeps: one a rollback recreates gets its mode back, not the umask's.
+    folder_modes: dict[str, int] = Field(default_factory=dict)
     installed: tuple[dict[str, str | None], ...]  # name, version, direct_url (from the caller)
     created: str
     prefix: str  # the environment; restore refuses to write anywhere that resolves outside it
@@ -266,9 +269,20 @@ def _fill(
         except OSError as exc:
             raise StoreError(f"cannot save {path}: {exc.strerror}", path=path) from None
 
+    modes: dict[str, int] = {}
+    inner = os.path.join(prefix, "")
+    for path in (*(f.path for f in saved), *kept_folders):
+        folder = path if path in kept_folders else os.path.dirname(path)
+        while folder.startswith(inner) and folder not in modes:
+            try:
+                modes[folder] = stat.S_IMODE(os.lstat(folder).st_mode)
+            except OSError as exc:
+                raise StoreError(f"cannot save {folder}: {exc.strerror}", path=folder) from None
+            folder = os.path.dirname(folder)
     snapshot = Snapshot(
         files=tuple(saved),
         folders=tuple(kept_folders),
+        folder_modes=modes,
         installed=tuple(dict(entry) for entry in installed),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds"),
         prefix=prefix,
@@ -435,6 +449,22 @@ def _put_back_link(saved: SavedFile) -> None:
     os.replace(temp, saved.path)
 
 
+def _make_folders(folder: str, snapshot: Snapshot, made: list[str]) -> None:
+    """os.makedirs(folder), each folder it creates private (0700) until write_back gives it
+    its saved mode; `made` collects them. A folder the snapshot has no mode for gets the
+    umask's, as makedirs gives."""
+    missing = []
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(missing):
+        if path in snapshot.folder_modes:
+            os.mkdir(path, 0o700)
+        else:
+            os.mkdir(path)
+        made.append(path)
+
+
 def _verify_restored(snapshot: Snapshot) -> None:
     for saved in snapshot.files:
         if saved.stored is None:
@@ -489,13 +519,14 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
     keeps its copies, so a second restore gives the same tree.
     """
     touched: set[str] = set()
+    made: list[str] = []
     # Symlinks first, shortest path first: a saved symlink may be a folder name (lib64 ->
     # lib) that files below it go through, as they did when they were saved.
     links = sorted((f for f in snapshot.files if f.stored is None), key=lambda f: f.path)
     files = [f for f in snapshot.files if f.stored is not None]
     for saved in links:
         try:
-            os.makedirs(os.path.dirname(saved.path), exist_ok=True)
+            _make_folders(os.path.dirname(saved.path), snapshot, made)
             _put_back_link(saved)
         except OSError as exc:
             raise StoreError(
@@ -504,7 +535,7 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
         touched.add(os.path.dirname(saved.path))
     for folder in snapshot.folders:
         try:
-            os.makedirs(folder, exist_ok=True)
+            _make_folders(folder, snapshot, made)
         except OSError as exc:
             raise StoreError(
                 f"cannot restore folder {folder}: {exc.strerror}", path=folder
@@ -512,13 +543,24 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
         touched.add(os.path.dirname(folder))
     for saved in files:
         try:
-            os.makedirs(os.path.dirname(saved.path), exist_ok=True)
+            _make_folders(os.path.dirname(saved.path), snapshot, made)
             _put_back_file(txn_dir, saved)
         except OSError as exc:
             raise StoreError(
                 f"cannot restore {saved.path}: {exc.strerror}", path=saved.path
             ) from None
         touched.add(os.path.dirname(saved.path))
+    # The modes last, deepest first: a folder saved read-only (0555) must still take the
+    # files restored into it.
+    for folder in sorted(made, key=lambda f: -f.count(os.sep)):
+        mode = snapshot.folder_modes.get(folder)
+        if mode is not None:
+            try:
+                os.chmod(folder, mode, follow_symlinks=False)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot restore the mode of {folder}: {exc.strerror}", path=folder
+                ) from None
     # The renames are durable only once their folders are fsync'ed (POSIX; see fsync_dir).
     for folder in sorted(touched):
         with contextlib.suppress(OSError):

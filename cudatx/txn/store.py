@@ -30,10 +30,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cudatx.discover.confinement import STORE_DIR
 from cudatx.errors import Busy, StoreError
 from cudatx.txn.journal import Journal
 
-STORE_DIR = ".cudatx"
 TRANSACTIONS = "transactions"
 JOURNAL = "journal.json"
 LOCK = "lock"

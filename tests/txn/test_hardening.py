@@ -166,8 +166,10 @@ def test_rollback_never_removes_through_a_symlink_that_leads_out(tmp_path: Path)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
     (info / "RECORD").write_text("pkg.py,,\nescape/precious,,\npkg-1.0.dist-info/RECORD,,\n")
     [dist], _ = scan_distributions((os.fspath(site),))
-    assert confinement.outside([dist], os.fspath(prefix)) == (
-        confinement.Outside(distribution="pkg", entry="escape/precious"),
+    assert confinement.withheld([dist], os.fspath(prefix)) == (
+        confinement.Withheld(
+            distribution="pkg", entry="escape/precious", reason="outside the environment"
+        ),
     )
     journal = Journal(
         id="t",
