@@ -251,6 +251,10 @@ def _connect(path: Path) -> sqlite3.Connection:
     else:
         if not stat.S_ISREG(st.st_mode):
             raise _Corrupt(f"{path} is not a regular file")
+        # A second name of the inode (a hard link planted from elsewhere) would have sqlite
+        # write into that other file; a file of another user is not ours to write.
+        if st.st_nlink != 1 or st.st_uid != os.geteuid():
+            raise _Corrupt(f"{path} is not this user's alone")
     # Autocommit: reads take no lasting lock; the one write transaction is explicit.
     return sqlite3.connect(path, timeout=_BUSY_S, isolation_level=None)
 

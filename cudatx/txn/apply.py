@@ -23,7 +23,7 @@ from cudatx.planning.simulate import arriving_files
 from cudatx.txn import confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
 from cudatx.txn.rollback import refuse_if_interrupted, restore
-from cudatx.txn.store import Store
+from cudatx.txn.store import Store, identity
 from cudatx.txn.touched import PYCACHE, created_folders, uninstalled
 from cudatx.txn.verify import run_verify, verify
 from cudatx.uv import UvOptions, find_uv, pip_argv, run_uv
@@ -116,6 +116,7 @@ def apply_change(
                 id=txn,
                 command=options.command,
                 prefix=env.target.prefix,
+                prefix_id=identity(env.target.prefix),
                 sites=env.target.site_packages,
                 created=now(),
                 remove=tuple(map(Package.of, change.removing)),

@@ -37,7 +37,15 @@ from cudatx.digest import digest_fd
 from cudatx.discover.confinement import inside
 from cudatx.errors import StoreError
 from cudatx.models import Frozen
-from cudatx.txn.store import fsync_dir, make_private_dir, write_and_sync
+from cudatx.reading import open_regular
+from cudatx.txn.store import (
+    fsync_dir,
+    identity,
+    make_private_dir,
+    read_private,
+    refuse_foreign,
+    write_and_sync,
+)
 
 SNAPSHOT = "snapshot"
 SNAPSHOT_TMP = "snapshot.tmp"
@@ -49,7 +57,9 @@ MANIFEST = "manifest.json"
 # without links (EPERM, EOPNOTSUPP), the inode's link count at its maximum (EMLINK).
 _NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP})
 
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted where a file should be opens at once instead of hanging
+# (open(2)); reads of regular files are unaffected.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # O_EXCL with O_CREAT never follows a symlink at the last component (it fails with EEXIST);
 # O_NOFOLLOW says the same for the reader of this code.
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -73,6 +83,7 @@ class Snapshot(Frozen):
     installed: tuple[dict[str, str | None], ...]  # name, version, direct_url (from the caller)
     created: str
     prefix: str  # the environment; restore refuses to write anywhere that resolves outside it
+    prefix_id: str | None = None  # its device:inode when the snapshot was taken
 
 
 def _digest_fd(fd: int) -> str:
@@ -283,6 +294,7 @@ def _fill(
         files=tuple(saved),
         folders=tuple(kept_folders),
         folder_modes=modes,
+        prefix_id=identity(prefix),
         installed=tuple(dict(entry) for entry in installed),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds"),
         prefix=prefix,
@@ -314,9 +326,8 @@ def load(txn_dir: Path) -> Snapshot | None:
         return None
     path = final / MANIFEST
     try:
-        fd = os.open(path, _READ)
-        with open(fd, "rb") as handle:
-            return Snapshot.model_validate_json(handle.read())
+        refuse_foreign(final, os.lstat(final), folder=True)
+        return Snapshot.model_validate_json(read_private(path))
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}", path=str(path)) from None
     except ValidationError as exc:
@@ -339,7 +350,7 @@ def verify_saved(txn_dir: Path, snapshot: Snapshot) -> None:
             continue
         source = _stored_path(txn_dir, saved)
         try:
-            fd = os.open(source, _READ)
+            fd, _ = open_regular(source, follow=False)
             try:
                 actual = _digest_fd(fd)
             finally:

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from cudatx.discover.confinement import STORE_DIR
 from cudatx.errors import Busy, StoreError
+from cudatx.reading import MAX_STORE, open_regular, read_fd
 from cudatx.txn.journal import Journal
 
 TRANSACTIONS = "transactions"
@@ -56,6 +57,45 @@ def fsync_dir(path: Path | str) -> None:
         os.close(fd)
 
 
+def refuse_foreign(path: Path, st: os.stat_result, *, folder: bool) -> None:
+    """Trust a store entry only if cudatx could have made it: this user's, a folder of mode
+    0700 or a file no one else may read or write, with one name (a hard link planted from
+    elsewhere would have a write here land in that other file; O_NOFOLLOW cannot see it).
+    A store a wheel's data files planted (uv makes folders with the umask's mode) fails."""
+    uid = os.geteuid()
+    mode = stat.S_IMODE(st.st_mode)
+    what = None
+    if folder and not stat.S_ISDIR(st.st_mode):
+        what = "not a folder"
+    elif not folder and not stat.S_ISREG(st.st_mode):
+        what = "not a regular file"
+    elif st.st_uid != uid:
+        what = f"owned by uid {st.st_uid}, not {uid}"
+    elif not folder and st.st_nlink != 1:
+        what = f"{st.st_nlink} hard links"
+    elif folder and mode != _PRIVATE:
+        what = f"mode {mode:04o}, not 0700"
+    elif not folder and mode & 0o077:
+        what = f"mode {mode:04o}: not private to its owner"
+    if what is not None:
+        raise StoreError(
+            f"{path} is not part of a store cudatx made ({what}); not trusting it (if no "
+            "transaction of yours is in it, remove it)",
+            path=str(path),
+        )
+
+
+def read_private(path: Path) -> bytes:
+    """The bytes of a file of the store (a journal, a manifest): a regular file, trusted
+    (refuse_foreign), at most MAX_STORE of them. Raises OSError or StoreError."""
+    fd, st = open_regular(path, follow=False)
+    try:
+        refuse_foreign(path, st, folder=False)
+        return read_fd(fd, MAX_STORE, path)
+    finally:
+        os.close(fd)
+
+
 def make_private_dir(path: Path) -> bool:
     """Create `path` (one level) with mode 0700 unless it is there; True if it was created.
 
@@ -74,6 +114,8 @@ def make_private_dir(path: Path) -> bool:
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise StoreError(f"{path} should be a folder of the cudatx store", path=str(path))
+    if not created:
+        refuse_foreign(path, st, folder=True)
     if created:
         # The umask can only remove bits, but set the mode exactly so a permissive ACL default
         # or an odd umask never leaves the store readable by others.
@@ -130,6 +172,16 @@ def _unique_stamp() -> datetime.datetime:
         return now
 
 
+def identity(path: str) -> str:
+    """`device:inode` of a folder: what stays the same when it is renamed and differs in a
+    copy, so a journal can tell its environment from one moved or copied from it."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise StoreError(f"cannot stat {path}: {exc.strerror}", path=path) from None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
 class Store:
     """The store of the environment at `prefix`; nothing is created until the first write."""
 
@@ -164,6 +216,8 @@ class Store:
         """Recorded transactions, oldest first: folders that hold a journal.json."""
         transactions = self.root / TRANSACTIONS
         try:
+            for folder in (self.root, transactions):
+                refuse_foreign(folder, os.lstat(folder), folder=True)
             entries = list(os.scandir(transactions))
         except FileNotFoundError:
             return []
@@ -182,11 +236,11 @@ class Store:
     # -- journal --------------------------------------------------------------------------
 
     def read_journal(self, txn: str) -> Journal:
-        path = self.txn_dir(txn) / JOURNAL
+        folder = self.txn_dir(txn)
+        path = folder / JOURNAL
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with open(fd, "rb") as handle:
-                return Journal.model_validate_json(handle.read())
+            refuse_foreign(folder, os.lstat(folder), folder=True)
+            return Journal.model_validate_json(read_private(path))
         except FileNotFoundError:
             raise StoreError(f"transaction {txn} has no journal ({path})", path=str(path)) from None
         except OSError as exc:
@@ -233,10 +287,14 @@ class Store:
         self._ensure()
         path = self.root / LOCK
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(path, flags, 0o600)
         except OSError as exc:
             raise StoreError(f"cannot open {path}: {exc.strerror}", path=str(path)) from None
         try:
+            # Before the truncate below: a hard link planted at the lock's name is refused
+            # rather than emptied.
+            refuse_foreign(path, os.fstat(fd), folder=False)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
