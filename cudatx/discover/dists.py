@@ -45,6 +45,30 @@ _MAX_SIZE_DIGITS = 20  # 2**64 has 20 digits
 _FOLD = re.compile(r"\r?\n(?=[ \t])|\r(?=[ \t])")
 
 
+def installed_state(sites: tuple[str, ...]) -> tuple[str, ...]:
+    """What a change since a scan would alter: each site folder's identity and mtime (an
+    install or uninstall adds or removes an entry there), and each metadata folder's RECORD
+    (device, inode, size, times). Compared under the transaction's lock with the value the
+    scan took first."""
+    state = []
+    for site in sites:
+        try:
+            st = os.stat(site)
+            names = sorted(os.listdir(site))
+        except OSError:
+            state.append(f"{site}: -")
+            continue
+        state.append(f"{site}: {st.st_dev}:{st.st_ino}:{st.st_mtime_ns}")
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                try:
+                    key = ":".join(file_key(os.lstat(os.path.join(site, name, "RECORD"))))
+                except OSError:
+                    key = "-"
+                state.append(f"{name}: {key}")
+    return tuple(state)
+
+
 def record_rows(text: str) -> Iterator[tuple[int, list[str] | csv.Error]]:
     """(line number, row) for each row of a RECORD, or (line number, the csv.Error) for a row
     csv refuses. Row by row, so that one line csv refuses (a field over its size limit) costs

@@ -19,6 +19,8 @@ from cudatx.txn.journal import Journal, JournalWriter, State, now
 from cudatx.txn.store import Store, identity, refuse_foreign
 from cudatx.txn.touched import files_of
 
+_LEFTOVER_S = 10.0
+
 
 def interrupted(store: Store) -> Journal | None:
     """The journal of a transaction that stopped short of committed or rolled back."""
@@ -124,7 +126,9 @@ def _remove_added(journal: Journal, keep: set[str]) -> None:
 def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
     """Roll back `txn` (default: the latest). Returns (id, what happened)."""
     store = Store(prefix)
-    with store.lock():
+    # A little patience: a uv of a killed transaction holds the lock until the kernel has
+    # killed it too (it is tied to cudatx, cudatx.uv.run_uv).
+    with store.lock(wait=_LEFTOVER_S):
         ids = store.ids()
         if not ids:
             raise StoreError(f"no cudatx transaction recorded in {prefix}")

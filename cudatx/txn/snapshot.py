@@ -460,10 +460,10 @@ def _put_back_link(saved: SavedFile) -> None:
     os.replace(temp, saved.path)
 
 
-def _make_folders(folder: str, snapshot: Snapshot, made: list[str]) -> None:
+def _make_folders(folder: str, snapshot: Snapshot) -> None:
     """os.makedirs(folder), each folder it creates private (0700) until write_back gives it
-    its saved mode; `made` collects them. A folder the snapshot has no mode for gets the
-    umask's, as makedirs gives."""
+    its saved mode. A folder the snapshot has no mode for gets the umask's, as makedirs
+    gives."""
     missing = []
     while not os.path.lexists(folder):
         missing.append(folder)
@@ -473,7 +473,6 @@ def _make_folders(folder: str, snapshot: Snapshot, made: list[str]) -> None:
             os.mkdir(path, 0o700)
         else:
             os.mkdir(path)
-        made.append(path)
 
 
 def _verify_restored(snapshot: Snapshot) -> None:
@@ -530,14 +529,13 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
     keeps its copies, so a second restore gives the same tree.
     """
     touched: set[str] = set()
-    made: list[str] = []
     # Symlinks first, shortest path first: a saved symlink may be a folder name (lib64 ->
     # lib) that files below it go through, as they did when they were saved.
     links = sorted((f for f in snapshot.files if f.stored is None), key=lambda f: f.path)
     files = [f for f in snapshot.files if f.stored is not None]
     for saved in links:
         try:
-            _make_folders(os.path.dirname(saved.path), snapshot, made)
+            _make_folders(os.path.dirname(saved.path), snapshot)
             _put_back_link(saved)
         except OSError as exc:
             raise StoreError(
@@ -546,7 +544,7 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
         touched.add(os.path.dirname(saved.path))
     for folder in snapshot.folders:
         try:
-            _make_folders(folder, snapshot, made)
+            _make_folders(folder, snapshot)
         except OSError as exc:
             raise StoreError(
                 f"cannot restore folder {folder}: {exc.strerror}", path=folder
@@ -554,7 +552,7 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
         touched.add(os.path.dirname(folder))
     for saved in files:
         try:
-            _make_folders(os.path.dirname(saved.path), snapshot, made)
+            _make_folders(os.path.dirname(saved.path), snapshot)
             _put_back_file(txn_dir, saved)
         except OSError as exc:
             raise StoreError(
@@ -562,16 +560,20 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
             ) from None
         touched.add(os.path.dirname(saved.path))
     # The modes last, deepest first: a folder saved read-only (0555) must still take the
-    # files restored into it.
-    for folder in sorted(made, key=lambda f: -f.count(os.sep)):
-        mode = snapshot.folder_modes.get(folder)
-        if mode is not None:
-            try:
+    # files restored into it. Every saved folder, not only those made now: a rollback
+    # killed after making a folder (0700 until here) left it for this one to finish.
+    for folder in sorted(snapshot.folder_modes, key=lambda f: -f.count(os.sep)):
+        mode = snapshot.folder_modes[folder]
+        try:
+            st = os.lstat(folder)
+            if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
                 os.chmod(folder, mode, follow_symlinks=False)
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot restore the mode of {folder}: {exc.strerror}", path=folder
-                ) from None
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreError(
+                f"cannot restore the mode of {folder}: {exc.strerror}", path=folder
+            ) from None
     # The renames are durable only once their folders are fsync'ed (POSIX; see fsync_dir).
     for folder in sorted(touched):
         with contextlib.suppress(OSError):

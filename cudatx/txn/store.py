@@ -25,6 +25,7 @@ import os
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -269,8 +270,9 @@ class Store:
     # -- lock ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
-        """Hold this environment's transaction lock, or raise Busy at once.
+    def lock(self, wait: float = 0.0) -> Iterator[int]:
+        """Hold this environment's transaction lock (yields its descriptor), or raise Busy
+        (at once, or after `wait` seconds of trying).
 
         The lock is an flock(2) on `<root>/lock`, held by the open file: the kernel drops it
         when the descriptor is closed, which also happens when the holder dies (even by
@@ -278,8 +280,9 @@ class Store:
         whose mere existence means "locked". For the same reason the file is never deleted:
         unlinking it while a second process has it open would let that process and a third
         one lock two different inodes at once. The descriptor is opened close-on-exec
-        (PEP 446 default, made explicit), so uv and other children do not inherit the lock
-        and keep it after we exit.
+        (PEP 446 default, made explicit): only a child given it on purpose (the uv that
+        changes the environment, cudatx.txn.apply) holds the lock too, for as long as it
+        runs, even past a cudatx killed with -9.
 
         The pid written into the file is only for the message a contender shows; it need not
         survive a crash (the lock does not either), so it is not fsync'ed.
@@ -295,8 +298,18 @@ class Store:
             # Before the truncate below: a hard link planted at the lock's name is refused
             # rather than emptied.
             refuse_foreign(path, os.fstat(fd), folder=False)
+            deadline = time.monotonic() + wait
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except OSError as exc:
+                        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                            raise
+                        if time.monotonic() >= deadline:
+                            raise
+                        time.sleep(0.05)
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                     raise StoreError(
@@ -310,7 +323,7 @@ class Store:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             try:
-                yield
+                yield fd
             finally:
                 # Clear the pid before the lock goes, so a later contender never names a
                 # process that no longer holds it (a killed holder leaves its pid; the next
