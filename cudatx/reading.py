@@ -36,6 +36,8 @@ def open_regular(
     fd = os.open(path, _OPEN | (0 if follow else os.O_NOFOLLOW))
     try:
         st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):  # what read(2) would say
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
     except BaseException:

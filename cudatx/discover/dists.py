@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from cudatx.cache import file_key
 from cudatx.cache import settled as is_settled
 from cudatx.models import Distribution, Finding, Frozen, RecordEntry
+from cudatx.reading import MAX_METADATA, MAX_RECORD, read_bounded
 
 if TYPE_CHECKING:
     from email.message import Message  # 7 ms to import; only a cache miss parses headers
@@ -28,8 +29,11 @@ if TYPE_CHECKING:
 
 
 def _read_text(path: Path, findings: list[Finding]) -> str | None:
+    """A metadata file's text: a regular file only, opened without blocking (a FIFO there
+    would hang every command) and at most its limit (cudatx.reading); else a finding."""
+    limit = MAX_RECORD if path.name in ("RECORD", "installed-files.txt") else MAX_METADATA
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_bounded(path, limit).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -170,7 +174,7 @@ def _header(headers: Message, key: str, meta_dir: Path, findings: list[Finding])
 def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Distribution | None:
     from email.parser import HeaderParser  # 10 ms to import, and only a cache miss needs it
 
-    egg = meta_dir.suffix == ".egg-info"
+    egg = meta_dir.name.endswith(".egg-info")  # not .suffix: ".egg-info" alone has none
     metadata_text = _read_text(meta_dir / ("PKG-INFO" if egg else "METADATA"), findings)
     headers = HeaderParser().parsestr(metadata_text or "")
     stem_name, _, stem_version = meta_dir.stem.partition("-")
@@ -267,7 +271,7 @@ def _cached_distribution(
 ) -> Distribution | None:
     states: list[str] = []
     settled = True
-    for name in _READS[meta_dir.suffix[1:]]:
+    for name in _READS["egg-info" if meta_dir.name.endswith(".egg-info") else "dist-info"]:
         try:
             st = os.stat(meta_dir / name)
         except FileNotFoundError:

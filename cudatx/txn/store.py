@@ -231,7 +231,9 @@ class Store:
             for e in entries
             if not e.name.startswith(".")
             and e.is_dir(follow_symlinks=False)
-            and os.path.isfile(os.path.join(e.path, JOURNAL))
+            # lexists, not isfile: a journal that is no regular file (a FIFO) is read, and
+            # refused, rather than passed over
+            and os.path.lexists(os.path.join(e.path, JOURNAL))
         )
 
     # -- journal --------------------------------------------------------------------------

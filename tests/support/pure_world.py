@@ -65,7 +65,7 @@ def install_pure_world(wheels: list[Path], tmp_path: Path) -> World:
 
 
 def run(
-    w: World, *args: str, env: dict[str, str] | None = None
+    w: World, *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """`python -m cudatx ARGS --python VENV` in the work folder, stdin not a terminal, uv
     with a cache of its own; `env` set over that. No traceback, no internal error."""
@@ -77,6 +77,7 @@ def run(
         hide=("VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH", "UV_*", "PIP_*"),
         env={"UV_CACHE_DIR": os.fspath(w.work / "uv-cache"), "UV_NO_CONFIG": "1", **(env or {})},
         stdin=subprocess.DEVNULL,
+        timeout=timeout,
     )
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
     return done
