@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -155,3 +156,29 @@ def test_a_newline_in_an_argument_is_not_echoed_raw(world: World) -> None:
     assert done.returncode == 4, done.stderr
     assert [ln for ln in done.stderr.splitlines() if ln.startswith("cudatx:")] == [error(done)]
     assert "\\n" in error(done)
+
+
+def test_a_fix_line_from_a_hostile_direct_url_is_paste_safe(world: World) -> None:
+    # Already so on main (shlex.join in cudatx/analysis/problems.py); kept as the case.
+    pwned = world.work / "PWNED"
+    url = f"file:///tmp/x'; touch {pwned}; echo '"
+    info = world.site / "pure-1.0.dist-info"
+    (info / "direct_url.json").write_text(json.dumps({"url": url, "archive_info": {}}))
+    (world.site / "pure" / "mod.py").unlink()  # hollow: doctor gives a reinstall fix
+    done = run(world, "doctor", "--json")
+    fixes = [p["fix"] for p in json.loads(done.stdout)["problems"] if p.get("fix")]
+    assert f"pure @ {url}" in [shlex.split(f)[-1] for f in fixes], fixes  # one word
+    stub = world.work / "bin"
+    stub.mkdir()
+    for name in ("uv", "cudatx"):
+        (stub / name).write_text("#!/bin/sh\nexit 0\n")
+        (stub / name).chmod(0o755)
+    for fix in fixes:
+        subprocess.run(
+            ["sh", "-c", fix],
+            env={"PATH": f"{stub}:/usr/bin:/bin"},
+            cwd=world.work,
+            check=False,
+            capture_output=True,
+        )
+    assert not pwned.exists()
