@@ -183,3 +183,19 @@ def test_a_journal_naming_a_folder_outside_is_refused(world: World) -> None:
     assert "outside" in error(done) and os.fspath(empty) in error(done)
     assert_same(applied, world.digest())
     assert_same(outside, world.outside())
+
+
+@pytest.mark.reliability
+def test_history_prune_never_follows_a_symlinked_snapshot(world: World) -> None:
+    _applied(world)
+    assert run(world, "rollback", "--yes").returncode == 0
+    assert run(world, "remove", "other", "--yes").returncode == 0
+    first = sorted((world.venv / ".cudatx" / "transactions").iterdir())[0]
+    shutil.rmtree(first / "snapshot")
+    (first / "snapshot").symlink_to(world.sentinel)
+    outside = world.outside()
+
+    done = run(world, "history", "prune", "--keep", "1")
+    assert done.returncode == STORE, done.stderr
+    assert "not a folder" in error(done)
+    assert_same(outside, world.outside())
