@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.support import uv_bin
 from tests.support.cli import start_cudatx
 from tests.support.pure_world import World
 from tests.support.pure_world import run as run_in
@@ -122,8 +124,14 @@ def test_sigkill_at_random_instants_of_apply_and_rollback(
 @pytest.mark.reliability
 @pytest.mark.parametrize("trial", range(10))
 def test_two_applies_launched_together_exactly_one_proceeds(world: World, trial: int) -> None:
+    # uv starts a second late: whichever takes the lock first changes nothing before the
+    # other has scanned, so the other's plan is stale by then (refused under the lock, or
+    # refused at it); neither plan may commit over the other.
     before = world.digest()
-    args = ("--yes", "--python", os.fspath(world.venv))
+    slow = world.work / "uv-late"
+    slow.write_text(f'#!/bin/sh\nsleep 1\nexec {shlex.quote(uv_bin())} "$@"\n')
+    slow.chmod(0o755)
+    args = ("--yes", "--uv", os.fspath(slow), "--python", os.fspath(world.venv))
     procs = [
         start_cudatx("remove", name, *args, cwd=world.work, stdin=subprocess.DEVNULL)
         for name in ("pure", "other")
