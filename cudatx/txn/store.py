@@ -322,8 +322,11 @@ class Store:
                     "wait for it or check that it is still running",
                     path=str(path),
                 ) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            # Only for a contender's message: a full disk must not stop the lock (a rollback
+            # is what frees the space).
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             try:
                 yield fd
             finally:

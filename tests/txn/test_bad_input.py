@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import cudatx
-from tests.support.pure_world import World, run
-from tests.support.txn_world import STORE, assert_same, error
+from tests.support.pure_world import World, install_pure_world, run
+from tests.support.txn_world import STORE, assert_same, error, tmpfs
 
 # Exit codes a refusal may have here (README "Exit codes"): findings, usage, unreadable.
 ANSWERS = (0, 1, 2, 5)
@@ -182,3 +182,32 @@ def test_a_fix_line_from_a_hostile_direct_url_is_paste_safe(world: World) -> Non
             capture_output=True,
         )
     assert not pwned.exists()
+
+
+@pytest.mark.reliability
+def test_a_full_disk_at_rollback_is_one_line_and_a_later_rollback_completes(
+    pure_wheels: list[Path], tmp_path: Path
+) -> None:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    with tmpfs(disk, str(64 << 20)):
+        w = install_pure_world(pure_wheels, disk)
+        before = w.digest()
+        done = run(w, "remove", "pure", "--yes")
+        assert done.returncode == 0, done.stderr
+        filler = disk / "filler"
+        with open(filler, "wb") as f:  # every block the filesystem has left
+            chunk = b"\0" * (1 << 20)
+            try:
+                while True:
+                    f.write(chunk)
+                    f.flush()
+            except OSError:
+                pass
+        full = run(w, "rollback", "--yes")
+        assert full.returncode == STORE, full.stderr
+        assert "No space left on device" in error(full), full.stderr
+        filler.unlink()
+        back = run(w, "rollback", "--yes")
+        assert back.returncode == 0, back.stderr
+        assert_same(before, w.digest())
