@@ -52,8 +52,9 @@ _FOLD = re.compile(r"\r?\n(?=[ \t])|\r(?=[ \t])")
 def installed_state(sites: tuple[str, ...]) -> tuple[str, ...]:
     """What a change since a scan would alter: each site folder's identity and mtime (an
     install or uninstall adds or removes an entry there), and each metadata folder's RECORD
-    (device, inode, size, times). Compared under the transaction's lock with the value the
-    scan took first."""
+    (inode, size, mtime; not ctime: a hard link made to it elsewhere, as uv's cache makes
+    when a repair stages the same wheel, changes only that). Compared under the
+    transaction's lock with the value the scan took first."""
     state = []
     for site in sites:
         try:
@@ -66,7 +67,8 @@ def installed_state(sites: tuple[str, ...]) -> tuple[str, ...]:
         for name in names:
             if name.endswith((".dist-info", ".egg-info")):
                 try:
-                    key = ":".join(file_key(os.lstat(os.path.join(site, name, "RECORD"))))
+                    rst = os.lstat(os.path.join(site, name, "RECORD"))
+                    key = f"{rst.st_dev}:{rst.st_ino}:{rst.st_size}:{rst.st_mtime_ns}"
                 except OSError:
                     key = "-"
                 state.append(f"{name}: {key}")
