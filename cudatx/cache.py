@@ -85,6 +85,17 @@ def settled(st: os.stat_result) -> bool:
     return time.time_ns() - st.st_ctime_ns > RACY_NS
 
 
+def _storable(*texts: str) -> bool:
+    """Whether SQLite can take these as TEXT: a file name that is not UTF-8 (os.fsdecode
+    gives lone surrogates) cannot be encoded, and is simply never cached."""
+    try:
+        for text in texts:
+            text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _corrupt(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     return code is not None and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
@@ -110,7 +121,7 @@ class ScanCache:
     def get(self, kind: str, key: str, state: str) -> str | None:
         """The text stored for (kind, key) in this state, or None. Its reader validates it
         and calls invalid() when it is not what it should be."""
-        if self._broken:
+        if self._broken or not _storable(key, state):
             return None
         pending = self._pending.get((kind, key))
         if pending is not None:
@@ -148,8 +159,9 @@ class ScanCache:
             self._read_since = now
 
     def put(self, kind: str, key: str, state: str, text: str) -> None:
-        """Store a value, written when the run ends."""
-        self._pending[(kind, key)] = (state, text, zlib.crc32(text.encode()))
+        """Store a value, written when the run ends (not one SQLite cannot hold)."""
+        if _storable(key, state, text):
+            self._pending[(kind, key)] = (state, text, zlib.crc32(text.encode()))
 
     def invalid(self) -> None:
         """A stored value was unusable (its shape is not what this version reads): rebuild."""
@@ -254,6 +266,10 @@ def _connect(path: Path) -> sqlite3.Connection:
     else:
         if not stat.S_ISREG(st.st_mode):
             raise _Corrupt(f"{path} is not a regular file")
+        # A second name of the inode (a hard link planted from elsewhere) would have sqlite
+        # write into that other file; a file of another user is not ours to write.
+        if st.st_nlink != 1 or st.st_uid != os.geteuid():
+            raise _Corrupt(f"{path} is not this user's alone")
     # Autocommit: reads take no lasting lock; the one write transaction is explicit.
     return sqlite3.connect(path, timeout=_BUSY_S, isolation_level=None)
 

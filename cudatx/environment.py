@@ -74,6 +74,7 @@ class Environment:
     base: LoadResult  # the interpreter's own start-up
     loads: tuple[LoadResult, ...]  # one per root, each from a fresh interpreter
     contexts: tuple[PackageContext, ...]  # packages that load libraries by hand (torch)
+    installed_state: tuple[str, ...] = ()  # discover.dists.installed_state, before the scan
 
     def resolutions(self) -> Iterator[Resolution]:
         """Every need resolved: the interpreter's start-up, then each root's."""

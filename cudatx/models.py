@@ -36,6 +36,9 @@ class PythonTarget(Frozen):
     stdlib: tuple[str, ...]
     extension_suffixes: tuple[str, ...]
     markers: dict[str, str]
+    # `import` lines of the site folders' .pth files (`name.pth: line`): site would run
+    # them at start-up; the query reads them and runs none.
+    pth_imports: tuple[str, ...] = ()
     found_by: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "cudatx's interpreter"
 
     @property

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from cudatx.analysis.cuda import file_classifier, torch_cuda
 from cudatx.cache import open_cache
 from cudatx.discover.catalog import Catalog, load_catalog
-from cudatx.discover.dists import scan_distributions
+from cudatx.discover.dists import installed_state, scan_distributions
 from cudatx.discover.imports import imports_of
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import search_folders, walk
@@ -72,6 +72,7 @@ def scan(
     executable = probe.info
     system = probe_system(executable)
     tell("reading distributions", 0, 1)
+    state = installed_state(target.site_packages)  # first: a change during the scan counts
     distributions, findings = scan_distributions(target.sys_path, cache)
     tell("finding libraries", 0, 1)
     roots, libraries = walk(search_folders(target), target, view.inits, cache, view.needed)
@@ -98,6 +99,7 @@ def scan(
         base=LoadResult(root=executable.path, ok=True, loaded=(), resolutions=()),
         loads=(),
         contexts=(),
+        installed_state=state,
     )
     return load_roots(env, view, progress)
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cudatx.errors import CudatxError, ExitCode, UsageError
@@ -76,12 +77,44 @@ def _normal(args: Sequence[str]) -> list[str]:
     return out
 
 
-def run_uv(uv: str, args: Sequence[str]) -> str:
-    """Run uv; its stdout and stderr together. A failure is UvFailed with uv's own error."""
+def _dies_with(parent: int) -> Callable[[], None]:
+    """A preexec_fn tying the child to `parent`: prctl(2) PR_SET_PDEATHSIG has the kernel
+    send it SIGKILL when the parent dies (kept across execve, cleared only for set-uid
+    programs), so a uv that changes an environment never outlives a cudatx killed with -9.
+    The parent may have died before the prctl: then the child kills itself."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+
+    def tie() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return tie
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def run_uv(
+    uv: str, args: Sequence[str], *, tied: bool = False, pass_fds: Sequence[int] = ()
+) -> str:
+    """Run uv; its stdout and stderr together. A failure is UvFailed with uv's own error.
+
+    `tied`: uv dies with cudatx (see _dies_with), for the uv that changes an environment;
+    `pass_fds`: descriptors it inherits (the transaction's lock, so that no rollback can
+    start while a uv of the transaction still runs)."""
     argv = [uv, *_normal(args)]
     try:
         done = subprocess.run(
-            argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+            argv,
+            capture_output=True,
+            text=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_dies_with(os.getpid()) if tied else None,
+            pass_fds=tuple(pass_fds),
         )
     except OSError as exc:
         raise UvFailed(f"cannot run {uv}: {exc.strerror or exc}") from None

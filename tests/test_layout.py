@@ -25,7 +25,17 @@ ORDER = (
     "demo",
     "cli",
 )
-SHARED = {"errors", "models", "paths", "digest", "cache", "progress", "uv", "__init__"}
+SHARED = {
+    "errors",
+    "models",
+    "paths",
+    "digest",
+    "reading",
+    "cache",
+    "progress",
+    "uv",
+    "__init__",
+}
 
 
 def _module(path: Path) -> str:

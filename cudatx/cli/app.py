@@ -83,6 +83,12 @@ def cli() -> None:
     """Plan and check package changes in CUDA Python environments before they break loading."""
 
 
+def one_line(message: str) -> str:
+    """A message as one line: a newline or carriage return in a name or an argument it
+    quotes is shown escaped, so no second line can pass for cudatx's own."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every refusal is one line on stderr and a documented exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -91,13 +97,13 @@ def main(argv: list[str] | None = None) -> None:
             args=args, prog_name="cudatx", standalone_mode=False, obj=Invocation(tuple(args))
         )
     except CudatxError as exc:
-        click.echo(f"cudatx: error: {exc.message}", err=True)
+        click.echo(f"cudatx: error: {one_line(exc.message)}", err=True)
         sys.exit(int(exc.exit_code))
     except click.exceptions.Abort:
         click.echo("cudatx: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        click.echo(f"cudatx: error: {exc.format_message()}", err=True)
+        click.echo(f"cudatx: error: {one_line(exc.format_message())}", err=True)
         sys.exit(ExitCode.USAGE if exc.exit_code == 2 else exc.exit_code)
     except KeyboardInterrupt:
         click.echo("cudatx: interrupted", err=True)
@@ -106,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("CUDATX_DEBUG"):
             raise
         click.echo(
-            f"cudatx: internal error: {type(exc).__name__}: {exc} "
+            f"cudatx: internal error: {type(exc).__name__}: {one_line(str(exc))} "
             "(set CUDATX_DEBUG=1 for a traceback)",
             err=True,
         )

@@ -15,15 +15,24 @@ path outside (cudatx.txn.snapshot). "The environment" is its `sys.prefix`, with 
 
 from __future__ import annotations
 
+import csv
 import os
+import stat
 from collections.abc import Iterable
 
+from cudatx.discover.dists import record_rows
 from cudatx.models import Distribution, Frozen
+from cudatx.reading import MAX_RECORD, read_bounded
+
+STORE_DIR = ".cudatx"  # the transaction store's folder under the prefix (cudatx.txn.store)
 
 
-class Outside(Frozen):
+class Withheld(Frozen):
+    """A RECORD entry uv is never given to delete."""
+
     distribution: str
     entry: str  # as the RECORD (or installed-files.txt) spells it
+    reason: str  # why, in words: "outside the environment", "a folder", ...
 
 
 def _resolved(path: str) -> str:
@@ -59,16 +68,77 @@ def listing(dist: Distribution) -> tuple[str, str]:
     return os.path.join(dist.metadata_dir, "RECORD"), dist.site
 
 
-def outside(dists: Iterable[Distribution], prefix: str) -> tuple[Outside, ...]:
-    """The entries of these distributions' RECORDs that lead out of the environment."""
+def withheld_because(base: str, entry: str, real_prefix: str) -> str | None:
+    """Why uv must not be handed `entry` (relative to `base`) to delete, or None.
+
+    uv deletes an entry with remove_file and, where that fails, remove_dir_all: a folder
+    goes whole, whoever owns what is in it (crates/uv-install-wheel/src/uninstall.rs,
+    uninstall_wheel). So an entry that is empty (joined to site-packages it names
+    site-packages), or names a folder (by lstat, as unlink(2) meets it; a trailing `/`
+    makes the kernel follow a symlink there), the prefix, or the transaction store, is
+    withheld like one that leads outside.
+    """
+    if not entry:
+        return "empty: uv would delete the whole site folder"
+    if "\0" in entry:
+        return "holds a NUL byte"
+    if not entry_inside(base, entry, real_prefix):
+        return "outside the environment"
+    joined = os.path.join(base, entry)
+    for landed in {_resolved(joined), _resolved(os.path.normpath(joined))}:
+        if landed == real_prefix:
+            return "the environment itself"
+        store = os.path.join(real_prefix, STORE_DIR)
+        if landed == store or landed.startswith(os.path.join(store, "")):
+            return "cudatx's transaction store"
+    if entry.endswith(("/", "/.", "/..")) or entry in (".", ".."):
+        return "a folder: uv would delete it whole"
+    try:
+        st = os.lstat(joined)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # nothing there: nothing to delete
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        return "a folder: uv would delete it whole"
+    return None
+
+
+def listing_rows(dist: Distribution) -> list[list[str] | csv.Error] | None:
+    """Every row of the distribution's RECORD (installed-files.txt: one path a line) as uv
+    reads it, rows the scan drops included (an empty path, a bad hash): uv deletes what they
+    name all the same. None when there is no such file. Raises OSError."""
+    path = listing(dist)[0]
+    try:
+        text = read_bounded(path, MAX_RECORD, follow=False).decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return None
+    if dist.kind == "egg-info":
+        return [[ln] for ln in text.splitlines() if ln.strip()]
+    return [row for _, row in record_rows(text) if not isinstance(row, list) or row]
+
+
+def withheld_row(base: str, row: list[str] | csv.Error, real_prefix: str) -> str | None:
+    """Why a row is not given to uv: withheld_because its path, or a row csv cannot read
+    (another reader may read it otherwise)."""
+    if isinstance(row, csv.Error):
+        return f"a row csv cannot read ({row})"
+    return withheld_because(base, row[0], real_prefix)
+
+
+def withheld(dists: Iterable[Distribution], prefix: str) -> tuple[Withheld, ...]:
+    """The entries of these distributions' RECORDs that uv is not given (withheld_because)."""
     real_prefix = os.path.realpath(prefix)
     found = []
     for dist in dists:
         base = listing(dist)[1]
-        for entry in dist.records:
-            listed = entry.path
-            if dist.kind == "egg-info":  # read relative to the site; listed relative to base
-                listed = os.path.relpath(os.path.join(dist.site, entry.path), base)
-            if not entry_inside(base, listed, real_prefix):
-                found.append(Outside(distribution=dist.name, entry=listed))
+        try:
+            rows = listing_rows(dist) or []
+        except OSError:
+            rows = []  # said by the transaction, which reads it again under its lock
+        for row in rows:
+            reason = withheld_row(base, row, real_prefix)
+            if reason is not None:
+                entry = "" if isinstance(row, csv.Error) else row[0]
+                found.append(Withheld(distribution=dist.name, entry=entry, reason=reason))
     return tuple(found)

@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from cudatx.cache import file_key
 from cudatx.cache import settled as is_settled
 from cudatx.models import Distribution, Finding, Frozen, RecordEntry
+from cudatx.reading import MAX_METADATA, MAX_RECORD, read_bounded
 
 if TYPE_CHECKING:
     from email.message import Message  # 7 ms to import; only a cache miss parses headers
@@ -28,8 +29,11 @@ if TYPE_CHECKING:
 
 
 def _read_text(path: Path, findings: list[Finding]) -> str | None:
+    """A metadata file's text: a regular file only, opened without blocking (a FIFO there
+    would hang every command) and at most its limit (cudatx.reading); else a finding."""
+    limit = MAX_RECORD if path.name in ("RECORD", "installed-files.txt") else MAX_METADATA
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_bounded(path, limit).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -45,11 +49,39 @@ _MAX_SIZE_DIGITS = 20  # 2**64 has 20 digits
 _FOLD = re.compile(r"\r?\n(?=[ \t])|\r(?=[ \t])")
 
 
+def installed_state(sites: tuple[str, ...]) -> tuple[str, ...]:
+    """What a change since a scan would alter: each site folder's identity and mtime (an
+    install or uninstall adds or removes an entry there), and each metadata folder's RECORD
+    (inode, size, mtime; not ctime: a hard link made to it elsewhere, as uv's cache makes
+    when a repair stages the same wheel, changes only that). Compared under the
+    transaction's lock with the value the scan took first."""
+    state = []
+    for site in sites:
+        try:
+            st = os.stat(site)
+            names = sorted(os.listdir(site))
+        except OSError:
+            state.append(f"{site}: -")
+            continue
+        state.append(f"{site}: {st.st_dev}:{st.st_ino}:{st.st_mtime_ns}")
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")):
+                try:
+                    rst = os.lstat(os.path.join(site, name, "RECORD"))
+                    key = f"{rst.st_dev}:{rst.st_ino}:{rst.st_size}:{rst.st_mtime_ns}"
+                except OSError:
+                    key = "-"
+                state.append(f"{name}: {key}")
+    return tuple(state)
+
+
 def record_rows(text: str) -> Iterator[tuple[int, list[str] | csv.Error]]:
     """(line number, row) for each row of a RECORD, or (line number, the csv.Error) for a row
     csv refuses. Row by row, so that one line csv refuses (a field over its size limit) costs
     that line only; newline="" so that only real newlines count as line breaks."""
-    reader = csv.reader(io.StringIO(text, newline=""))
+    # uv reads RECORD with Rust's csv crate, which drops a UTF-8 byte order mark at the start
+    # (csv-core's reader skips it before the first field): `\ufeffpkg/x` is `pkg/x` to uv.
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
     while True:
         number = reader.line_num + 1
         try:
@@ -144,7 +176,7 @@ def _header(headers: Message, key: str, meta_dir: Path, findings: list[Finding])
 def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Distribution | None:
     from email.parser import HeaderParser  # 10 ms to import, and only a cache miss needs it
 
-    egg = meta_dir.suffix == ".egg-info"
+    egg = meta_dir.name.endswith(".egg-info")  # not .suffix: ".egg-info" alone has none
     metadata_text = _read_text(meta_dir / ("PKG-INFO" if egg else "METADATA"), findings)
     headers = HeaderParser().parsestr(metadata_text or "")
     stem_name, _, stem_version = meta_dir.stem.partition("-")
@@ -241,7 +273,7 @@ def _cached_distribution(
 ) -> Distribution | None:
     states: list[str] = []
     settled = True
-    for name in _READS[meta_dir.suffix[1:]]:
+    for name in _READS["egg-info" if meta_dir.name.endswith(".egg-info") else "dist-info"]:
         try:
             st = os.stat(meta_dir / name)
         except FileNotFoundError:

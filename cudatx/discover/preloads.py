@@ -42,6 +42,7 @@ from cudatx.discover.catalog import (
     preloads_from_json,
     preloads_to_json,
 )
+from cudatx.reading import MAX_METADATA, read_bounded
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -433,8 +434,8 @@ def _read_torch(source: str, cache: ScanCache | None) -> Preloads:
             if cache is not None:
                 cache.invalid()
     if parsed is None:
-        with open(source, encoding="utf-8") as handle:
-            parsed = parse_torch_init(handle.read(), source)
+        text = read_bounded(source, MAX_METADATA).decode("utf-8")
+        parsed = parse_torch_init(text, source)
         if cache is not None:
             cache.put_file("preloads", st, json.dumps(preloads_to_json(parsed)))
     _PARSED[memo] = parsed

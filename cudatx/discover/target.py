@@ -2,76 +2,138 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment
+from cudatx.reading import MAX_ANSWER
 
 if TYPE_CHECKING:
     from cudatx.models import PythonTarget
 
-# Runs inside the target interpreter (any Python >= 3.8), so it may use nothing but the
-# standard library. The marker environment is computed as packaging.markers does (PEP 508).
+# Runs inside the target interpreter (any Python >= 3.8), started with -I -S: isolated (no
+# PYTHON* variables, no user site) and without the site module's main(), so no .pth line and
+# no sitecustomize of the target runs (-I alone still runs both: it does not imply -S). What
+# site.main() would add to sys.path is computed here by reading, as Lib/site.py does it:
+# venv() finds pyvenv.cfg next to the executable or one folder up and makes its folder the
+# prefix (before 3.11 only site does this); addsitepackages() then, for each site folder
+# that exists, appends it and, for each `*.pth` in it by sorted name (not starting with
+# "."), each line that is not a comment or an `import` line as a folder joined to the site
+# folder, if it exists and is not on the path yet. `import` lines are reported, never run.
+# The answer goes to the file descriptor named in argv[1], not to stdout. Standard library
+# only; the marker environment is computed as packaging.markers does (PEP 508).
 _QUERY = r"""
-import importlib.machinery, json, os, platform, site, sys, sysconfig
+import importlib.machinery, json, os, platform, site, sys
 def _impl_version():
     v = sys.implementation.version
     s = "{0.major}.{0.minor}.{0.micro}".format(v)
     if v.releaselevel != "final":
         s += v.releaselevel[0] + str(v.serial)
     return s
+exe_dir = os.path.dirname(os.path.abspath(sys.executable))
+venv = os.path.dirname(exe_dir)
+conf = [c for c in (os.path.join(exe_dir, "pyvenv.cfg"), os.path.join(venv, "pyvenv.cfg"))
+        if os.path.isfile(c)]
+prefixes = [sys.prefix, sys.exec_prefix]
+if conf:
+    system_site = "true"
+    with open(conf[0], encoding="utf-8", errors="replace") as f:
+        for line in f:
+            key, eq, value = line.partition("=")
+            if eq and key.strip().lower() == "include-system-site-packages":
+                system_site = value.strip().lower()
+    base = (sys.base_prefix, sys.base_exec_prefix)
+    sys.prefix = sys.exec_prefix = venv
+    prefixes = [venv, *base] if system_site == "true" else [venv]
+import sysconfig
 sites = []
 for key in ("purelib", "platlib"):
-    p = sysconfig.get_paths()[key]
+    p = sysconfig.get_paths(vars={"base": sys.prefix, "platbase": sys.exec_prefix})[key]
     if p not in sites:
         sites.append(p)
 try:
-    for p in site.getsitepackages():
+    for p in site.getsitepackages(prefixes):
         if p not in sites:
             sites.append(p)
 except AttributeError:
     pass
+path = [p for p in sys.path if p]
+known = {os.path.normcase(os.path.abspath(p)) for p in path}
+imports = []
+def _add(folder):
+    key = os.path.normcase(os.path.abspath(folder))
+    if key not in known and os.path.exists(folder):
+        known.add(key)
+        path.append(folder)
+for folder in sites:
+    if not os.path.isdir(folder):
+        continue
+    _add(folder)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        continue
+    for name in names:
+        if not name.endswith(".pth") or name.startswith("."):
+            continue
+        try:
+            with open(os.path.join(folder, name), "rb") as f:
+                text = f.read(1 << 20).decode("utf-8-sig", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            if line.startswith(("import ", "import	")):
+                imports.append(name + ": " + line.strip()[:200])
+                continue
+            _add(os.path.join(folder, line.rstrip()))
 try:
     exe = os.readlink("/proc/self/exe")
 except OSError:
     exe = os.path.realpath(sys.executable)
-print("@@cudatx@@" + json.dumps({
-    "python": sys.executable,
-    "executable": exe,
-    "version": platform.python_version(),
-    "prefix": sys.prefix,
-    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
-    "sys_path": [p for p in sys.path if p],
-    "site_packages": sites,
-    "stdlib": sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}),
-    "extension_suffixes": importlib.machinery.EXTENSION_SUFFIXES,
-    "markers": {
-        "implementation_name": sys.implementation.name,
-        "implementation_version": _impl_version(),
-        "os_name": os.name,
-        "platform_machine": platform.machine(),
-        "platform_release": platform.release(),
-        "platform_system": platform.system(),
-        "platform_version": platform.version(),
-        "python_full_version": platform.python_version(),
-        "platform_python_implementation": platform.python_implementation(),
-        "python_version": ".".join(platform.python_version_tuple()[:2]),
-        "sys_platform": sys.platform,
-    },
-}))
+with os.fdopen(int(sys.argv[1]), "w", encoding="utf-8", errors="surrogateescape") as out:
+    out.write(json.dumps({
+        "python": sys.executable,
+        "executable": exe,
+        "version": platform.python_version(),
+        "prefix": sys.prefix,
+        "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+        "sys_path": path,
+        "site_packages": sites,
+        "stdlib": sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}),
+        "extension_suffixes": importlib.machinery.EXTENSION_SUFFIXES,
+        "pth_imports": imports,
+        "markers": {
+            "implementation_name": sys.implementation.name,
+            "implementation_version": _impl_version(),
+            "os_name": os.name,
+            "platform_machine": platform.machine(),
+            "platform_release": platform.release(),
+            "platform_system": platform.system(),
+            "platform_version": platform.version(),
+            "python_full_version": platform.python_version(),
+            "platform_python_implementation": platform.python_implementation(),
+            "python_version": ".".join(platform.python_version_tuple()[:2]),
+            "sys_platform": sys.platform,
+        },
+    }))
 """
 
 # What found the interpreter when nothing named one: the interpreter cudatx runs on.
 FALLBACK = "cudatx's interpreter"
 
-_MARK = "@@cudatx@@"
-_QUERY_TIMEOUT_S = 60
+_QUERY_TIMEOUT_S = 60  # CUDATX_QUERY_TIMEOUT overrides (seconds)
 
 
 def _interpreter_in(folder: Path) -> Path | None:
@@ -138,52 +200,118 @@ def require_environment(
         )
 
 
-class Query:
-    """The interpreter, asked about itself in the background (isolated: no PYTHON* variables,
-    no user site, as uv does): a command starts it first and collects the answer once its own
-    imports are done, so the two overlap."""
+def _timeout(environ: Mapping[str, str]) -> float:
+    try:
+        value = float(environ.get("CUDATX_QUERY_TIMEOUT", _QUERY_TIMEOUT_S))
+    except ValueError:
+        return _QUERY_TIMEOUT_S
+    return value if value > 0 else _QUERY_TIMEOUT_S
 
-    def __init__(self, interpreter: Path, found_by: str) -> None:
+
+class Query:
+    """The interpreter, asked about itself in the background (-I -S: see _QUERY): a command
+    starts it first and collects the answer once its own imports are done, so the two
+    overlap.
+
+    The answer comes over a pipe of its own (argv[1] names its fd), so nothing the target
+    prints can pass for it; it is read up to MAX_ANSWER bytes and the JSON depth is bounded
+    by Python's recursion limit (a RecursionError is a refusal). The interpreter runs in a
+    session of its own, so a timeout kills everything it started (killpg), not only itself:
+    a child that keeps the pipe open cannot make the command wait for ever."""
+
+    def __init__(self, interpreter: Path, found_by: str, timeout: float = _QUERY_TIMEOUT_S) -> None:
         self.interpreter = interpreter
         self.found_by = found_by
-        self._started: subprocess.Popen[str] | None = None
+        self.timeout = timeout
+        self._started: subprocess.Popen[bytes] | None = None
+        self._answer: int | None = None
         self._error: str | None = None
+        read, write = os.pipe()
         try:
             self._started = subprocess.Popen(
-                [str(interpreter), "-I", "-c", _QUERY],
+                [str(interpreter), "-I", "-S", "-c", _QUERY, str(write)],
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(write,),
+                start_new_session=True,
             )
+            self._answer = read
         except OSError as exc:
+            os.close(read)
             self._error = (
                 f"{interpreter} cannot be run ({exc.strerror}); is it a Python interpreter?"
             )
+        finally:
+            os.close(write)
+
+    def _read(self, started: subprocess.Popen[bytes], fd: int) -> bytes | None:
+        """The answer, or None when the deadline passed or it grew past MAX_ANSWER (then the
+        whole session is killed)."""
+        deadline = time.monotonic() + self.timeout
+        chunks: list[bytes] = []
+        total = 0
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    break
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > MAX_ANSWER:
+                    break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(started.pid, signal.SIGKILL)  # its session: pgid == its pid
+        return None
 
     def result(self) -> PythonTarget:
+        from pydantic import ValidationError
+
         from cudatx.models import PythonTarget  # pydantic: after the query has started
 
         interpreter = self.interpreter
-        if self._started is None:
+        started, fd = self._started, self._answer
+        if started is None or fd is None:
             raise EnvironmentNotFound(self._error or f"{interpreter} cannot be run")
         try:
-            stdout, _ = self._started.communicate(timeout=_QUERY_TIMEOUT_S)
+            answer = self._read(started, fd)
+        finally:
+            os.close(fd)
+            self._answer = None
+        try:
+            code = started.wait(timeout=None if answer is None else self.timeout)
         except subprocess.TimeoutExpired:
-            self._started.kill()
-            self._started.communicate()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(started.pid, signal.SIGKILL)
+            started.wait()
+            answer = None
+            code = -1
+        if answer is None:
             raise EnvironmentNotFound(
-                f"{interpreter} did not answer within {_QUERY_TIMEOUT_S} s; is it a Python?"
-            ) from None
-        line = next((ln for ln in stdout.splitlines() if ln.startswith(_MARK)), None)
-        if self._started.returncode != 0 or line is None:
+                f"{interpreter} did not answer within {self.timeout:g} s (or said more than "
+                f"{MAX_ANSWER >> 20} MiB); is it a Python?"
+            )
+        if code != 0 or not answer:
             raise EnvironmentNotFound(f"{interpreter} is not a working Python interpreter")
         try:
-            data = json.loads(line[len(_MARK) :])
+            data = json.loads(answer.decode("utf-8", "surrogateescape"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
             return PythonTarget(found_by=self.found_by, **data)
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "answer"
             raise EnvironmentNotFound(
-                f"{interpreter} gave an answer cudatx cannot use: {exc}"
+                f"{interpreter} gave an answer cudatx cannot use ({exc.error_count()} errors; "
+                f"{where}: {first['msg']})"
+            ) from None
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise EnvironmentNotFound(
+                f"{interpreter} gave an answer cudatx cannot use ({type(exc).__name__})"
             ) from None
 
 
@@ -192,7 +320,7 @@ def start_query(
 ) -> Query:
     """Find the interpreter as uv does and start asking it (see Query)."""
     env = os.environ if environ is None else environ
-    return Query(*locate_interpreter(python, env, cwd or Path.cwd()))
+    return Query(*locate_interpreter(python, env, cwd or Path.cwd()), timeout=_timeout(env))
 
 
 def find_target(

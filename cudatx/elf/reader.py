@@ -29,6 +29,7 @@ from elftools.elf.structs import ELFStructs
 from cudatx.digest import pack_keys
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, Symbols, VersionNeed
+from cudatx.reading import open_regular
 
 _MAGIC = b"\x7fELF"
 _EI_NIDENT = 16
@@ -104,7 +105,10 @@ def rodata_sonames(path: str) -> tuple[str, ...]:
 def _read(path: str, reader: Callable[[IO[bytes], _Elf], _T]) -> _T:
     """`reader` over the open file and its ELF header, every failure as ElfReadError."""
     try:
-        with open(path, "rb") as stream:
+        # O_NONBLOCK and a regular file only (cudatx.reading): a FIFO named like a library
+        # would block open(2), and a scan, for ever.
+        fd, _ = open_regular(path)
+        with open(fd, "rb") as stream:
             return reader(stream, _read_header(path, stream))
     except ElfReadError:
         raise

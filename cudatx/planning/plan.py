@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cudatx.analysis.ownership import Ownership
-from cudatx.discover.confinement import Outside, outside
+from cudatx.discover.confinement import Withheld, withheld
 from cudatx.environment import Environment
 from cudatx.models import Distribution
 from cudatx.planning.diff import diff
@@ -61,10 +61,10 @@ def plan_change(
     cudatx.planning.stage); with `options.repair`, also reinstalling what the uninstall
     would leave hollow."""
     plan = _change(env, removing, installing, options)
-    # RECORD entries that lead out of the environment are left alone (cudatx.txn.confine).
+    # RECORD entries uv is not given (outside, a folder, empty...) are named (cudatx.txn.confine).
     names = {p.name for p in plan.reinstall}
     touched = (*removing, *(d for d in env.distributions if d.name in names))
-    notes = _outside_note(outside(touched, env.target.prefix))
+    notes = _withheld_note(withheld(touched, env.target.prefix))
     return plan.model_copy(update={"notes": plan.notes + notes}) if notes else plan
 
 
@@ -140,14 +140,26 @@ def _restores_other_bytes(
     return False
 
 
-def _outside_note(found: Iterable[Outside]) -> tuple[str, ...]:
-    """One line per distribution, for the plan's notes."""
-    by_dist: dict[str, list[str]] = {}
+def _paths(entries: list[str]) -> str:
+    return f"{len(entries)} path{'s' * (len(entries) != 1)}"
+
+
+def _withheld_note(found: Iterable[Withheld]) -> tuple[str, ...]:
+    """One line per distribution and reason, for the plan's notes."""
+    by_dist: dict[tuple[str, str], list[str]] = {}
     for item in found:
-        by_dist.setdefault(item.distribution, []).append(item.entry)
-    return tuple(
-        f"{name}'s RECORD lists {len(entries)} paths outside the environment; cudatx never "
-        f"deletes, saves or restores them: {', '.join(repr(e) for e in entries[:5])}"
-        + (", ..." if len(entries) > 5 else "")
-        for name, entries in sorted(by_dist.items())
-    )
+        by_dist.setdefault((item.distribution, item.reason), []).append(item.entry)
+    notes = []
+    for (name, reason), entries in sorted(by_dist.items()):
+        named = ", ".join(repr(e) for e in entries[:5]) + (", ..." if len(entries) > 5 else "")
+        if reason == "outside the environment":
+            notes.append(
+                f"{name}'s RECORD lists {_paths(entries)} outside the environment; cudatx "
+                f"never deletes, saves or restores them: {named}"
+            )
+        else:
+            notes.append(
+                f"{name}'s RECORD lists {_paths(entries)} cudatx never lets uv delete "
+                f"({reason}): {named}"
+            )
+    return tuple(notes)

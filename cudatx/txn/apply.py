@@ -14,19 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cudatx.digest import sha256_hex
-from cudatx.discover.dists import reinstall_spec
+from cudatx.discover.dists import installed_state, reinstall_spec
 from cudatx.environment import Environment
-from cudatx.errors import CudatxError, InUse, Refused, RolledBack, StoreError
+from cudatx.errors import Busy, CudatxError, InUse, Refused, RolledBack, StoreError
 from cudatx.planning.change import Change, Proposal
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
 from cudatx.txn import confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
 from cudatx.txn.rollback import refuse_if_interrupted, restore
-from cudatx.txn.store import Store
-from cudatx.txn.touched import created_folders, files_of
+from cudatx.txn.store import Store, identity
+from cudatx.txn.touched import PYCACHE, created_folders, uninstalled
 from cudatx.txn.verify import run_verify, verify
-from cudatx.uv import UvOptions, find_uv, pip_argv, run_uv
+from cudatx.uv import UvOptions, find_uv, pip_argv
+from cudatx.uv import run_uv as run_tied
 
 
 @dataclass(frozen=True)
@@ -98,13 +99,23 @@ def apply_change(
     refuse_unsafe(plan, force=options.force)
     store = Store(env.target.prefix)
     uv = find_uv(options.uv)
-    with store.lock():
+    with store.lock() as lock:
         refuse_if_interrupted(store)
+        # The plan was made from a scan taken before the lock: if another change finished
+        # since, it describes an environment that is gone (two applies launched together).
+        if installed_state(env.target.site_packages) != env.installed_state:
+            raise Busy(
+                f"{env.target.prefix} changed since this plan was made (another change "
+                "finished meanwhile); plan it again"
+            )
         arriving = {
             os.path.normpath(p) for p in arriving_files(env.target.install_site, change.staged)
         }
         leaving = (*change.removing, *change.reinstalling)
-        touched = sorted({p for d in leaving for p in files_of(d)} | arriving)
+        # Exactly what uv deletes (__pycache__ and emptied folders included), and what
+        # arrives: the snapshot saves it all, with the modes of the folders.
+        deleted, folders = uninstalled(leaving, env.target.prefix)
+        touched = sorted(set(deleted) | arriving)
         _check_running(touched, options)
         txn = store.new_id()
         journal = JournalWriter(
@@ -113,6 +124,7 @@ def apply_change(
                 id=txn,
                 command=options.command,
                 prefix=env.target.prefix,
+                prefix_id=identity(env.target.prefix),
                 sites=env.target.site_packages,
                 created=now(),
                 remove=tuple(map(Package.of, change.removing)),
@@ -128,7 +140,6 @@ def apply_change(
             {"name": d.name, "version": d.version, "direct_url": d.direct_url}
             for d in env.distributions
         )
-        folders = [d.metadata_dir for d in leaving]
         try:
             _, outside = snapshot.take(
                 store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
@@ -146,7 +157,7 @@ def apply_change(
             # the environment go from the RECORDs first (the snapshot holds the originals).
             withheld = confine.withhold(leaving, env.target.prefix)
             journal.record(withheld=withheld)
-            _run_uv(journal, uv, env.target.prefix, change, options.uv_options)
+            _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock)
             verify(plan, change, env, rescan())
             if options.verify:
                 run_verify(options.verify, env.target.prefix)
@@ -159,7 +170,9 @@ def apply_change(
             _roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
             raise
         journal.step(State.VERIFIED)
-        kept = set(touched) - set(outside)  # what lies outside is none of rollback's business
+        # What lies outside is none of rollback's business; a .pyc that Python writes again
+        # later is no change a rollback must refuse over (restoring it is harmless).
+        kept = {p for p in set(touched) - set(outside) if PYCACHE not in p.split(os.sep)}
         journal.step(State.COMMITTED, after={p: sha256_hex(p) for p in sorted(kept)})
         return txn
 
@@ -171,8 +184,14 @@ def _roll_back(journal: JournalWriter, error: str) -> None:
 
 
 def _run_uv(
-    journal: JournalWriter, uv: str, prefix: str, change: Change, options: UvOptions
+    journal: JournalWriter, uv: str, prefix: str, change: Change, options: UvOptions, lock: int
 ) -> None:
+    """uv changes the environment: tied to cudatx (it dies with it) and holding the lock
+    with it (a rollback waits until it is gone)."""
+
+    def run_uv(uv: str, args: list[str]) -> str:
+        return run_tied(uv, args, tied=True, pass_fds=(lock,))
+
     if change.removing:
         journal.step(State.UNINSTALLING)
         run_uv(uv, [*pip_argv("uninstall", prefix), *(d.name for d in change.removing)])

@@ -1,4 +1,4 @@
-"""Before uv uninstalls: RECORD entries that lead out of the environment are taken out.
+"""Before uv uninstalls: RECORD entries uv must not be given are taken out.
 
 uninstalling deletes what the RECORD lists: uv 0.13 skips entries naming `../../x` or an
 absolute path with a warning ("escapes the Python environment") but deletes one that leads
@@ -16,8 +16,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from cudatx.discover.confinement import entry_inside, listing
-from cudatx.discover.dists import record_rows
+from cudatx.discover.confinement import listing, listing_rows, withheld_row
 from cudatx.errors import StoreError
 from cudatx.models import Distribution
 from cudatx.txn.store import atomic_write
@@ -25,8 +24,9 @@ from cudatx.txn.store import atomic_write
 
 def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
     """Rewrite each distribution's RECORD (installed-files.txt for an egg-info) without the
-    entries that lead out of the environment, and without rows csv cannot read (another
-    reader may read them otherwise); returns the entries taken out, as `name: entry`.
+    entries uv must not be given (cudatx.discover.confinement.withheld_because: outside, a
+    folder, empty, the prefix, the store), and without rows csv cannot read (another reader
+    may read them otherwise); returns the entries taken out, as `name: entry (why)`.
 
     The RECORD is read again here, under the transaction's lock, not taken from the scan. It
     is replaced by rename (atomic_write), never written in place: the snapshot may hold a hard
@@ -37,28 +37,22 @@ def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
     for dist in dists:
         listing_path, base = listing(dist)
         try:
-            fd = os.open(listing_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with open(fd, encoding="utf-8", errors="surrogateescape", newline="") as handle:
-                text = handle.read()
-        except FileNotFoundError:
-            continue
+            rows = listing_rows(dist)
         except OSError as exc:
             raise StoreError(
                 f"cannot read {listing_path}: {exc.strerror}", path=listing_path
             ) from None
-        if dist.kind == "egg-info":
-            rows: list[list[str] | csv.Error] = [[ln] for ln in text.splitlines() if ln.strip()]
-        else:
-            rows = [row for _, row in record_rows(text)]
+        if rows is None:
+            continue
         kept: list[list[str]] = []
         dropped: list[str] = []
         for row in rows:
-            if isinstance(row, csv.Error):
-                dropped.append(f"(unreadable row: {row})")
-            elif row and row[0] and not entry_inside(base, row[0], real_prefix):
-                dropped.append(row[0])
-            else:
+            reason = withheld_row(base, row, real_prefix)
+            if reason is None and isinstance(row, list):
                 kept.append(row)
+            else:
+                entry = "" if isinstance(row, csv.Error) else row[0]
+                dropped.append(f"{entry!r} ({reason})")
         if not dropped:
             continue
         out = io.StringIO(newline="")

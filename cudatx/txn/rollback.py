@@ -16,8 +16,10 @@ from cudatx.discover.dists import scan_distributions
 from cudatx.errors import Conflict, Interrupted, StoreError
 from cudatx.txn import snapshot
 from cudatx.txn.journal import Journal, JournalWriter, State, now
-from cudatx.txn.store import Store
+from cudatx.txn.store import Store, identity, refuse_foreign
 from cudatx.txn.touched import files_of
+
+_LEFTOVER_S = 10.0
 
 
 def interrupted(store: Store) -> Journal | None:
@@ -51,9 +53,28 @@ def restore(store: Store, journal: Journal) -> None:
     txn = journal.id
     if journal.pruned:
         raise StoreError(f"the snapshot of {txn} was pruned ({journal.pruned}); cannot roll back")
+    same_environment(store, journal)
     saved = snapshot.load(store.txn_dir(txn))
     if saved is None:
-        return  # no complete snapshot: the change had not begun (uv runs only after it)
+        if State.SNAPSHOTTED not in {s.state for s in journal.steps}:
+            return  # no snapshot was ever complete: nothing changed (uv runs only after it)
+        raise StoreError(
+            f"the snapshot of {txn} is missing ({store.txn_dir(txn) / snapshot.SNAPSHOT}); "
+            "nothing was restored"
+        )
+    if (saved.prefix, saved.prefix_id) != (journal.prefix, journal.prefix_id):
+        raise StoreError(
+            f"the snapshot of {txn} is for {saved.prefix} ({saved.prefix_id}), not for "
+            f"{journal.prefix} ({journal.prefix_id}); nothing was restored"
+        )
+    real_prefix = os.path.realpath(store.prefix)
+    for folder in journal.created_folders:
+        if not inside(folder, real_prefix) or os.path.realpath(folder) == real_prefix:
+            raise StoreError(
+                f"the journal of {txn} names a folder outside {store.prefix} ({folder}); "
+                "nothing was restored",
+                path=folder,
+            )
     keep = {f.path for f in saved.files} | set(saved.folders)
     snapshot.check(store.txn_dir(txn), saved)  # saved bytes and targets, before any change
     try:
@@ -67,6 +88,19 @@ def restore(store: Store, journal: Journal) -> None:
         # Deepest first; a folder something else has written into since stays.
         with contextlib.suppress(OSError):
             os.rmdir(folder)
+
+
+def same_environment(store: Store, journal: Journal) -> None:
+    """Refuse a journal that is not this environment's: made at another path, or at this one
+    by another folder (device and inode). A copied or moved environment's journal and
+    snapshot name the old paths; restoring would write there."""
+    here = identity(store.prefix)
+    if journal.prefix != store.prefix or journal.prefix_id != here:
+        raise StoreError(
+            f"transaction {journal.id} was made in {journal.prefix} ({journal.prefix_id or '?'}),"
+            f" not in {store.prefix} ({here}): a moved or copied environment cannot be rolled "
+            "back (its journal and snapshot name the old paths); nothing was restored"
+        )
 
 
 def _remove_added(journal: Journal, keep: set[str]) -> None:
@@ -92,7 +126,9 @@ def _remove_added(journal: Journal, keep: set[str]) -> None:
 def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
     """Roll back `txn` (default: the latest). Returns (id, what happened)."""
     store = Store(prefix)
-    with store.lock():
+    # A little patience: a uv of a killed transaction holds the lock until the kernel has
+    # killed it too (it is tied to cudatx, cudatx.uv.run_uv).
+    with store.lock(wait=_LEFTOVER_S):
         ids = store.ids()
         if not ids:
             raise StoreError(f"no cudatx transaction recorded in {prefix}")
@@ -105,6 +141,7 @@ def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
         journal = store.read_journal(txn)
         if journal.state is State.ROLLED_BACK:
             return txn, "already rolled back"
+        same_environment(store, journal)
         if journal.state is State.COMMITTED and not force:
             changed = [p for p, h in journal.after.items() if sha256_hex(p) != h]
             if changed:
@@ -134,9 +171,13 @@ def prune(prefix: str, keep: int) -> list[str]:
         for txn in ids[: max(len(ids) - max(keep, 1), 0)]:
             journal = store.read_journal(txn)
             saved = store.txn_dir(txn) / snapshot.SNAPSHOT
-            if not journal.state.done or not saved.exists():
+            if not journal.state.done or not os.path.lexists(saved):
                 continue
-            shutil.rmtree(saved)
+            try:
+                refuse_foreign(saved, os.lstat(saved), folder=True)
+                shutil.rmtree(saved)
+            except OSError as exc:
+                raise StoreError(f"cannot free {saved}: {exc.strerror}", path=str(saved)) from None
             store.write_journal(journal.model_copy(update={"pruned": now()}))
             pruned.append(txn)
         return pruned

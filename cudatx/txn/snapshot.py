@@ -31,13 +31,21 @@ import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from cudatx.digest import digest_fd
 from cudatx.discover.confinement import inside
 from cudatx.errors import StoreError
 from cudatx.models import Frozen
-from cudatx.txn.store import fsync_dir, make_private_dir, write_and_sync
+from cudatx.reading import open_regular
+from cudatx.txn.store import (
+    fsync_dir,
+    identity,
+    make_private_dir,
+    read_private,
+    refuse_foreign,
+    write_and_sync,
+)
 
 SNAPSHOT = "snapshot"
 SNAPSHOT_TMP = "snapshot.tmp"
@@ -49,7 +57,9 @@ MANIFEST = "manifest.json"
 # without links (EPERM, EOPNOTSUPP), the inode's link count at its maximum (EMLINK).
 _NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP})
 
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO planted where a file should be opens at once instead of hanging
+# (open(2)); reads of regular files are unaffected.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # O_EXCL with O_CREAT never follows a symlink at the last component (it fails with EEXIST);
 # O_NOFOLLOW says the same for the reader of this code.
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -67,9 +77,13 @@ class SavedFile(Frozen):
 class Snapshot(Frozen):
     files: tuple[SavedFile, ...]
     folders: tuple[str, ...]  # folders that existed (dist-info...), restored even if empty
+    # Permission bits of each folder above a saved path (up to the prefix) and of each
+    # folder it keeps: one a rollback recreates gets its mode back, not the umask's.
+    folder_modes: dict[str, int] = Field(default_factory=dict)
     installed: tuple[dict[str, str | None], ...]  # name, version, direct_url (from the caller)
     created: str
     prefix: str  # the environment; restore refuses to write anywhere that resolves outside it
+    prefix_id: str | None = None  # its device:inode when the snapshot was taken
 
 
 def _digest_fd(fd: int) -> str:
@@ -266,9 +280,21 @@ def _fill(
         except OSError as exc:
             raise StoreError(f"cannot save {path}: {exc.strerror}", path=path) from None
 
+    modes: dict[str, int] = {}
+    inner = os.path.join(prefix, "")
+    for path in (*(f.path for f in saved), *kept_folders):
+        folder = path if path in kept_folders else os.path.dirname(path)
+        while folder.startswith(inner) and folder not in modes:
+            try:
+                modes[folder] = stat.S_IMODE(os.lstat(folder).st_mode)
+            except OSError as exc:
+                raise StoreError(f"cannot save {folder}: {exc.strerror}", path=folder) from None
+            folder = os.path.dirname(folder)
     snapshot = Snapshot(
         files=tuple(saved),
         folders=tuple(kept_folders),
+        folder_modes=modes,
+        prefix_id=identity(prefix),
         installed=tuple(dict(entry) for entry in installed),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds"),
         prefix=prefix,
@@ -300,9 +326,8 @@ def load(txn_dir: Path) -> Snapshot | None:
         return None
     path = final / MANIFEST
     try:
-        fd = os.open(path, _READ)
-        with open(fd, "rb") as handle:
-            return Snapshot.model_validate_json(handle.read())
+        refuse_foreign(final, os.lstat(final), folder=True)
+        return Snapshot.model_validate_json(read_private(path))
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}", path=str(path)) from None
     except ValidationError as exc:
@@ -325,7 +350,7 @@ def verify_saved(txn_dir: Path, snapshot: Snapshot) -> None:
             continue
         source = _stored_path(txn_dir, saved)
         try:
-            fd = os.open(source, _READ)
+            fd, _ = open_regular(source, follow=False)
             try:
                 actual = _digest_fd(fd)
             finally:
@@ -435,6 +460,21 @@ def _put_back_link(saved: SavedFile) -> None:
     os.replace(temp, saved.path)
 
 
+def _make_folders(folder: str, snapshot: Snapshot) -> None:
+    """os.makedirs(folder), each folder it creates private (0700) until write_back gives it
+    its saved mode. A folder the snapshot has no mode for gets the umask's, as makedirs
+    gives."""
+    missing = []
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(missing):
+        if path in snapshot.folder_modes:
+            os.mkdir(path, 0o700)
+        else:
+            os.mkdir(path)
+
+
 def _verify_restored(snapshot: Snapshot) -> None:
     for saved in snapshot.files:
         if saved.stored is None:
@@ -495,7 +535,7 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
     files = [f for f in snapshot.files if f.stored is not None]
     for saved in links:
         try:
-            os.makedirs(os.path.dirname(saved.path), exist_ok=True)
+            _make_folders(os.path.dirname(saved.path), snapshot)
             _put_back_link(saved)
         except OSError as exc:
             raise StoreError(
@@ -504,7 +544,7 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
         touched.add(os.path.dirname(saved.path))
     for folder in snapshot.folders:
         try:
-            os.makedirs(folder, exist_ok=True)
+            _make_folders(folder, snapshot)
         except OSError as exc:
             raise StoreError(
                 f"cannot restore folder {folder}: {exc.strerror}", path=folder
@@ -512,13 +552,28 @@ def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
         touched.add(os.path.dirname(folder))
     for saved in files:
         try:
-            os.makedirs(os.path.dirname(saved.path), exist_ok=True)
+            _make_folders(os.path.dirname(saved.path), snapshot)
             _put_back_file(txn_dir, saved)
         except OSError as exc:
             raise StoreError(
                 f"cannot restore {saved.path}: {exc.strerror}", path=saved.path
             ) from None
         touched.add(os.path.dirname(saved.path))
+    # The modes last, deepest first: a folder saved read-only (0555) must still take the
+    # files restored into it. Every saved folder, not only those made now: a rollback
+    # killed after making a folder (0700 until here) left it for this one to finish.
+    for folder in sorted(snapshot.folder_modes, key=lambda f: -f.count(os.sep)):
+        mode = snapshot.folder_modes[folder]
+        try:
+            st = os.lstat(folder)
+            if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
+                os.chmod(folder, mode, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise StoreError(
+                f"cannot restore the mode of {folder}: {exc.strerror}", path=folder
+            ) from None
     # The renames are durable only once their folders are fsync'ed (POSIX; see fsync_dir).
     for folder in sorted(touched):
         with contextlib.suppress(OSError):

@@ -25,15 +25,17 @@ import os
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from cudatx.discover.confinement import STORE_DIR
 from cudatx.errors import Busy, StoreError
+from cudatx.reading import MAX_STORE, open_regular, read_fd
 from cudatx.txn.journal import Journal
 
-STORE_DIR = ".cudatx"
 TRANSACTIONS = "transactions"
 JOURNAL = "journal.json"
 LOCK = "lock"
@@ -56,6 +58,45 @@ def fsync_dir(path: Path | str) -> None:
         os.close(fd)
 
 
+def refuse_foreign(path: Path, st: os.stat_result, *, folder: bool) -> None:
+    """Trust a store entry only if cudatx could have made it: this user's, a folder of mode
+    0700 or a file no one else may read or write, with one name (a hard link planted from
+    elsewhere would have a write here land in that other file; O_NOFOLLOW cannot see it).
+    A store a wheel's data files planted (uv makes folders with the umask's mode) fails."""
+    uid = os.geteuid()
+    mode = stat.S_IMODE(st.st_mode)
+    what = None
+    if folder and not stat.S_ISDIR(st.st_mode):
+        what = "not a folder"
+    elif not folder and not stat.S_ISREG(st.st_mode):
+        what = "not a regular file"
+    elif st.st_uid != uid:
+        what = f"owned by uid {st.st_uid}, not {uid}"
+    elif not folder and st.st_nlink != 1:
+        what = f"{st.st_nlink} hard links"
+    elif folder and mode != _PRIVATE:
+        what = f"mode {mode:04o}, not 0700"
+    elif not folder and mode & 0o077:
+        what = f"mode {mode:04o}: not private to its owner"
+    if what is not None:
+        raise StoreError(
+            f"{path} is not part of a store cudatx made ({what}); not trusting it (if no "
+            "transaction of yours is in it, remove it)",
+            path=str(path),
+        )
+
+
+def read_private(path: Path) -> bytes:
+    """The bytes of a file of the store (a journal, a manifest): a regular file, trusted
+    (refuse_foreign), at most MAX_STORE of them. Raises OSError or StoreError."""
+    fd, st = open_regular(path, follow=False)
+    try:
+        refuse_foreign(path, st, folder=False)
+        return read_fd(fd, MAX_STORE, path)
+    finally:
+        os.close(fd)
+
+
 def make_private_dir(path: Path) -> bool:
     """Create `path` (one level) with mode 0700 unless it is there; True if it was created.
 
@@ -74,6 +115,8 @@ def make_private_dir(path: Path) -> bool:
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise StoreError(f"{path} should be a folder of the cudatx store", path=str(path))
+    if not created:
+        refuse_foreign(path, st, folder=True)
     if created:
         # The umask can only remove bits, but set the mode exactly so a permissive ACL default
         # or an odd umask never leaves the store readable by others.
@@ -130,6 +173,16 @@ def _unique_stamp() -> datetime.datetime:
         return now
 
 
+def identity(path: str) -> str:
+    """`device:inode` of a folder: what stays the same when it is renamed and differs in a
+    copy, so a journal can tell its environment from one moved or copied from it."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise StoreError(f"cannot stat {path}: {exc.strerror}", path=path) from None
+    return f"{st.st_dev}:{st.st_ino}"
+
+
 class Store:
     """The store of the environment at `prefix`; nothing is created until the first write."""
 
@@ -164,6 +217,8 @@ class Store:
         """Recorded transactions, oldest first: folders that hold a journal.json."""
         transactions = self.root / TRANSACTIONS
         try:
+            for folder in (self.root, transactions):
+                refuse_foreign(folder, os.lstat(folder), folder=True)
             entries = list(os.scandir(transactions))
         except FileNotFoundError:
             return []
@@ -176,17 +231,19 @@ class Store:
             for e in entries
             if not e.name.startswith(".")
             and e.is_dir(follow_symlinks=False)
-            and os.path.isfile(os.path.join(e.path, JOURNAL))
+            # lexists, not isfile: a journal that is no regular file (a FIFO) is read, and
+            # refused, rather than passed over
+            and os.path.lexists(os.path.join(e.path, JOURNAL))
         )
 
     # -- journal --------------------------------------------------------------------------
 
     def read_journal(self, txn: str) -> Journal:
-        path = self.txn_dir(txn) / JOURNAL
+        folder = self.txn_dir(txn)
+        path = folder / JOURNAL
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with open(fd, "rb") as handle:
-                return Journal.model_validate_json(handle.read())
+            refuse_foreign(folder, os.lstat(folder), folder=True)
+            return Journal.model_validate_json(read_private(path))
         except FileNotFoundError:
             raise StoreError(f"transaction {txn} has no journal ({path})", path=str(path)) from None
         except OSError as exc:
@@ -215,8 +272,9 @@ class Store:
     # -- lock ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
-        """Hold this environment's transaction lock, or raise Busy at once.
+    def lock(self, wait: float = 0.0) -> Iterator[int]:
+        """Hold this environment's transaction lock (yields its descriptor), or raise Busy
+        (at once, or after `wait` seconds of trying).
 
         The lock is an flock(2) on `<root>/lock`, held by the open file: the kernel drops it
         when the descriptor is closed, which also happens when the holder dies (even by
@@ -224,8 +282,9 @@ class Store:
         whose mere existence means "locked". For the same reason the file is never deleted:
         unlinking it while a second process has it open would let that process and a third
         one lock two different inodes at once. The descriptor is opened close-on-exec
-        (PEP 446 default, made explicit), so uv and other children do not inherit the lock
-        and keep it after we exit.
+        (PEP 446 default, made explicit): only a child given it on purpose (the uv that
+        changes the environment, cudatx.txn.apply) holds the lock too, for as long as it
+        runs, even past a cudatx killed with -9.
 
         The pid written into the file is only for the message a contender shows; it need not
         survive a crash (the lock does not either), so it is not fsync'ed.
@@ -233,12 +292,26 @@ class Store:
         self._ensure()
         path = self.root / LOCK
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            fd = os.open(path, flags, 0o600)
         except OSError as exc:
             raise StoreError(f"cannot open {path}: {exc.strerror}", path=str(path)) from None
         try:
+            # Before the truncate below: a hard link planted at the lock's name is refused
+            # rather than emptied.
+            refuse_foreign(path, os.fstat(fd), folder=False)
+            deadline = time.monotonic() + wait
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except OSError as exc:
+                        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                            raise
+                        if time.monotonic() >= deadline:
+                            raise
+                        time.sleep(0.05)
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                     raise StoreError(
@@ -249,10 +322,13 @@ class Store:
                     "wait for it or check that it is still running",
                     path=str(path),
                 ) from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            # Only for a contender's message: a full disk must not stop the lock (a rollback
+            # is what frees the space).
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             try:
-                yield
+                yield fd
             finally:
                 # Clear the pid before the lock goes, so a later contender never names a
                 # process that no longer holds it (a killed holder leaves its pid; the next

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+from packaging.utils import canonicalize_name
+
 from cudatx.analysis.ownership import hollow
 from cudatx.environment import Environment
 from cudatx.errors import VerificationFailed
@@ -14,8 +16,10 @@ from cudatx.planning.models import Plan
 
 
 def verify(plan: Plan, change: Change, before: Environment, after: Environment) -> None:
-    """Raise VerificationFailed when the rescanned environment breaks what the plan did not
-    predict, or a distribution no longer matches its RECORD where the plan did not say so."""
+    """Raise VerificationFailed when the change did not happen (what leaves is still there,
+    what arrives is not), the rescanned environment breaks what the plan did not predict,
+    or a distribution no longer matches its RECORD where the plan did not say so."""
+    happened(change, after)
     actual = diff(
         before,
         after,
@@ -54,6 +58,25 @@ def verify(plan: Plan, change: Change, before: Environment, after: Environment) 
             f"{h.name} {h.version} does not match its RECORD after the change "
             f"({h.missing} missing, {h.wrong} with other bytes, e.g. {h.examples[:1]})"
         )
+
+
+def happened(change: Change, after: Environment) -> None:
+    """uv said it succeeded; check it (a `--uv` that does nothing exits 0 too)."""
+    now = {canonicalize_name(d.name): d for d in after.distributions}
+    arriving = {canonicalize_name(d.name): d for d in (*change.staged, *change.reinstalling)}
+    for dist in change.removing:
+        name = canonicalize_name(dist.name)
+        if name not in arriving and (name in now or os.path.lexists(dist.metadata_dir)):
+            raise VerificationFailed(
+                f"{dist.name} {dist.version} is still installed after uv removed it"
+            )
+    for name, dist in arriving.items():
+        found = now.get(name)
+        if found is None or found.version != dist.version:
+            was = "missing" if found is None else f"{found.version} instead"
+            raise VerificationFailed(
+                f"{dist.name} {dist.version} is not installed after uv installed it ({was})"
+            )
 
 
 def run_verify(command: str, prefix: str) -> None:

@@ -293,3 +293,125 @@ def test_virtual_env_without_interpreter(venvs: Venvs) -> None:
 def test_conda_prefix_without_interpreter(venvs: Venvs) -> None:
     error = _refused(None, {"CONDA_PREFIX": str(venvs.bare)}, venvs.project)
     assert "CONDA_PREFIX" in error.message
+
+
+# --- The target's own code never runs; its answer cannot be forged or hang cudatx --------
+
+EVIL_PTH = (
+    "import os; open(os.path.join({folder!r}, 'pth-ran'), 'w').close(); "
+    "print('@@cudatx@@' + '{{\"prefix\": \"/\"}}')\n"
+)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A venv whose site-packages holds a .pth with an import line (it writes a file and
+    prints a forged answer), a .pth path line, and a sitecustomize that writes a file."""
+    root = tmp_path_factory.mktemp("hostile")
+    witness = root / "witness"
+    witness.mkdir()
+    venv = make_venv(root / "venv")
+    site = site_packages(venv)
+    (site / "evil.pth").write_text(EVIL_PTH.format(folder=os.fspath(witness)))
+    (root / "extra").mkdir()
+    (site / "extra.pth").write_text(f"# a comment\n{root / 'extra'}\n../../../../missing\n")
+    (site / "sitecustomize.py").write_text(
+        f"open({os.fspath(witness / 'sitecustomize-ran')!r}, 'w').close()\n"
+    )
+    (root / "requirements.txt").write_text("")
+    return venv, witness
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("doctor",),
+        ("why", "libc.so.6"),
+        ("history",),
+        ("graph",),
+        ("check-requirements", "REQ"),
+        # uv itself starts the interpreter with site (its own query) where cudatx asks it to
+        # resolve: a dry run that needs no uv is the one cudatx answers alone.
+        ("remove", "--dry-run", "cuda:13"),
+    ],
+    ids=lambda a: a[0],
+)
+def test_no_code_of_the_target_runs(hostile: tuple[Path, Path], args: tuple[str, ...]) -> None:
+    from tests.support.cli import cudatx
+
+    venv, witness = hostile
+    requirements = os.fspath(venv.parent / "requirements.txt")
+    argv = [requirements if a == "REQ" else a for a in args]
+    done = cudatx(*argv, "--python", venv, cwd=venv.parent, env={"UV_NO_CONFIG": "1"})
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert sorted(p.name for p in witness.iterdir()) == [], done.stderr
+    if args[0] in ("doctor", "why", "graph", "remove"):
+        assert f"environment at: {venv}" in done.stderr, done.stderr
+
+
+def test_pth_path_lines_are_read_and_import_lines_reported(hostile: tuple[Path, Path]) -> None:
+    venv, witness = hostile
+    target = find_target(os.fspath(venv), environ={}, cwd=venv.parent)
+    site = os.fspath(site_packages(venv))
+    assert target.prefix == os.fspath(venv)
+    assert target.sys_path[-2:] == (site, os.fspath(venv.parent / "extra"))
+    assert [i.split(":")[0] for i in target.pth_imports] == ["evil.pth"]
+    assert list(witness.iterdir()) == []
+
+
+def _fake_python(path: Path, body: str) -> Path:
+    path.write_text(f"#!{sys.executable}\nimport os, sys\n{body}")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_hanging_interpreter_and_what_it_started_are_killed(tmp_path: Path) -> None:
+    from tests.support.cli import cudatx
+
+    marker = f"cudatx-orphan-{os.getpid()}"
+    fake = _fake_python(
+        tmp_path / "python",
+        # A child that keeps every inherited pipe open, then the interpreter sleeps.
+        f"import subprocess, time\nsubprocess.Popen(['sleep', '300', {marker!r}], "
+        "close_fds=False)\ntime.sleep(300)\n",
+    )
+    (tmp_path / "sleep").write_text('#!/bin/sh\nexec /bin/sleep "$1"\n')
+    (tmp_path / "sleep").chmod(0o755)
+    env = {"CUDATX_QUERY_TIMEOUT": "2", "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    done = cudatx("doctor", "--python", fake, cwd=tmp_path, env=env, timeout=60)
+    assert done.returncode == ExitCode.NO_ENVIRONMENT, done.stderr
+    assert "did not answer within 2 s" in done.stderr
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    left.append(pid)
+        except OSError:
+            pass
+    assert left == []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param("'[' * 100000 + ']' * 100000", id="nested"),
+        pytest.param("json.dumps({'python': 1, 'version': []})", id="wrong-types"),
+        pytest.param("'\"' + 'x' * (65 << 20) + '\"'", id="too-large"),
+    ],
+)
+def test_an_answer_cudatx_cannot_use_is_one_line(tmp_path: Path, answer: str) -> None:
+    from tests.support.cli import cudatx
+
+    # Said both ways: on the answer's own fd (argv[-1]) and on stdout, as an answer was
+    # once taken.
+    fake = _fake_python(
+        tmp_path / "python",
+        f"import json\ntext = {answer}\nprint('@@cudatx@@' + text)\n"
+        "if sys.argv[-1].isdigit():\n    os.write(int(sys.argv[-1]), text.encode())\n",
+    )
+    done = cudatx("doctor", "--python", fake, cwd=tmp_path, timeout=60)
+    assert done.returncode == ExitCode.NO_ENVIRONMENT, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cudatx: error: "), done.stderr
+    assert len(lines[0]) < 400

@@ -7,8 +7,9 @@ binary of the ``uv`` PyPI package offline, and :mod:`.judge` runs a real interpr
 
 Built on them: :mod:`.cli` runs the cudatx command line (every test that runs it goes
 through it); :mod:`.ext_world` (one library, one extension, one wheel, one venv),
-:mod:`.cudnn_world` (the cu12/cu13 cuDNN story) and :mod:`.txn_world` (the transaction
-tests' trap) build the environments tests share; :mod:`.torch_env` is the real torch
+:mod:`.cudnn_world` (the cu12/cu13 cuDNN story), :mod:`.txn_world` (the transaction
+tests' trap) and :mod:`.pure_world` (two pure-Python wheels and a sentinel outside the venv,
+for the hardening tests) build the environments tests share; :mod:`.torch_env` is the real torch
 environment of the slow tests; :mod:`.precommit_story` the pre-commit story; :mod:`.digest`
 a tree's digest; :mod:`.paths` where the checkout and tests/data are.
 """

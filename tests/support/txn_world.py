@@ -19,13 +19,16 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from cudatx.discover.catalog import load_catalog
 
@@ -350,3 +353,24 @@ def holding_the_lock(v: Venv) -> Iterator[subprocess.Popen[str]]:
         if first.poll() is None:
             first.kill()
             first.wait()
+
+
+@contextmanager
+def root_only(setup: list[str], undo: list[str], what: str) -> Iterator[None]:
+    """Run `setup` (as root), yield, then `undo`; skip the test where that cannot be done."""
+    if os.geteuid() != 0 or shutil.which(setup[0]) is None:
+        pytest.skip(f"{what} needs root")
+    done = subprocess.run(setup, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"{what} is not possible here: {done.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(undo, check=False)
+
+
+def tmpfs(where: Path, size: str) -> AbstractContextManager[None]:
+    """A tmpfs of `size` bytes mounted at `where` for the block (root only, else a skip)."""
+    options = f"size={size},mode=0700"
+    mount = ["mount", "-t", "tmpfs", "-o", options, "cudatx-test", os.fspath(where)]
+    return root_only(mount, ["umount", "-l", os.fspath(where)], "mounting a tmpfs")

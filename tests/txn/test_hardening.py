@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -42,8 +41,10 @@ from tests.support.txn_world import (
     holding_the_lock,
     journals,
     repair_args,
+    root_only,
     run,
     start,
+    tmpfs,
     wrapper,
 )
 
@@ -166,8 +167,10 @@ def test_rollback_never_removes_through_a_symlink_that_leads_out(tmp_path: Path)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
     (info / "RECORD").write_text("pkg.py,,\nescape/precious,,\npkg-1.0.dist-info/RECORD,,\n")
     [dist], _ = scan_distributions((os.fspath(site),))
-    assert confinement.outside([dist], os.fspath(prefix)) == (
-        confinement.Outside(distribution="pkg", entry="escape/precious"),
+    assert confinement.withheld([dist], os.fspath(prefix)) == (
+        confinement.Withheld(
+            distribution="pkg", entry="escape/precious", reason="outside the environment"
+        ),
     )
     journal = Journal(
         id="t",
@@ -239,7 +242,7 @@ def test_store_folders_are_0700_and_saved_copies_0600(venv: Venv, record_propert
     # The store on another filesystem: every file is a copy, made by cudatx.
     store = venv.store
     store.mkdir(mode=0o700)
-    with _tmpfs(store, "64m"):
+    with tmpfs(store, "64m"):
         done = run(venv, *repair_args(venv))
         assert done.returncode == 0, done.stderr
         modes = {}
@@ -325,26 +328,6 @@ def test_uv_faults_roll_back_with_uvs_own_error(
     tally(record_property, f"exit {ROLLED_BACK}, uv's error in the message, tree unchanged")
 
 
-@contextmanager
-def _root_only(setup: list[str], undo: list[str], what: str) -> Iterator[None]:
-    """Run `setup` (as root), yield, then `undo`; skip the test where that cannot be done."""
-    if os.geteuid() != 0 or shutil.which(setup[0]) is None:
-        pytest.skip(f"{what} needs root")
-    done = subprocess.run(setup, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"{what} is not possible here: {done.stderr.strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(undo, check=False)
-
-
-def _tmpfs(where: Path, size: str) -> AbstractContextManager[None]:
-    options = f"size={size},mode=0700"
-    mount = ["mount", "-t", "tmpfs", "-o", options, "cudatx-test", os.fspath(where)]
-    return _root_only(mount, ["umount", "-l", os.fspath(where)], "mounting a tmpfs")
-
-
 def _snapshot_size(v: Venv) -> int:
     """Bytes a snapshot of `remove nvidia-cudnn-cu12 --repair` copies (both cuDNNs' files)."""
     dists, _ = scan_distributions((os.fspath(v.site),))
@@ -367,7 +350,7 @@ def test_disk_full_while_the_snapshot_is_written_deletes_nothing(
     # tmpfs rounds the size up to pages; the journal (some 12 KB with the plan's rebinds,
     # twice while atomic_write replaces it) must still fit.
     size = max(int(needed * fraction), 64 * 1024)
-    with _tmpfs(store, f"{size}"):
+    with tmpfs(store, f"{size}"):
         done = run(venv, *repair_args(venv, "--uv", os.fspath(uv)))
         assert done.returncode == STORE, done.stderr
         assert "No space left on device" in error(done), error(done)
@@ -381,7 +364,7 @@ def test_disk_full_while_the_snapshot_is_written_deletes_nothing(
 
 def _immutable(path: Path) -> AbstractContextManager[None]:
     flag = ["chattr", "+i", os.fspath(path)]
-    return _root_only(flag, ["chattr", "-i", os.fspath(path)], "chattr +i")
+    return root_only(flag, ["chattr", "-i", os.fspath(path)], "chattr +i")
 
 
 def test_a_file_that_cannot_be_deleted_rolls_back_whole(

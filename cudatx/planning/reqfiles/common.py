@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterator, Mapping, Set
@@ -20,6 +21,7 @@ from packaging.version import InvalidVersion
 
 from cudatx.errors import UnreadableFile, UsageError
 from cudatx.models import Frozen
+from cudatx.reading import MAX_REQUIREMENTS, read_bounded
 
 
 class Pin(Frozen):
@@ -44,8 +46,10 @@ class RequirementsFile(Frozen):
 
 
 def read_text(path: str) -> str:
+    """A requirements file's text (a -r include, pyproject.toml, a lock): a regular file only,
+    opened without blocking, at most MAX_REQUIREMENTS bytes (cudatx.reading), UTF-8."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_bounded(path, MAX_REQUIREMENTS).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UnreadableFile(f"{path}: not UTF-8 text ({exc.reason})", path=path) from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
@@ -194,10 +198,10 @@ def toml_string(value: object, what: str, where: str) -> str | None:
 def project_name(folder: Path) -> str | None:
     """The [project] name of the pyproject.toml in `folder`, if there is a readable one."""
     try:
-        doc = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+        doc = tomllib.loads(read_text(os.fspath(folder / "pyproject.toml")))
         name = doc.get("project", {}).get("name")
         return canonicalize_name(name, validate=True) if isinstance(name, str) else None
-    except (OSError, ValueError, AttributeError, InvalidName):  # TOMLDecodeError is a ValueError
+    except (UnreadableFile, ValueError, AttributeError, InvalidName):  # TOMLDecodeError: ValueError
         return None
 
 
