@@ -43,8 +43,8 @@ from cudatx import __version__
 
 # 2: version definitions, DT_FLAGS, dynamic symbols; a rowid table, since a WITHOUT ROWID
 # table keeps whole rows in its interior pages and a large value (a library's symbols)
-# then slowed every lookup to milliseconds.
-SCHEMA = 2
+# then slowed every lookup to milliseconds. 3: a library's references only, no definitions.
+SCHEMA = 3
 DATABASE = "scan.sqlite"
 LOCK = "scan.lock"
 RACY_NS = 2_000_000_000  # FAT stamps have 2 s steps; ext3 and HFS+ have 1 s

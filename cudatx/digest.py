@@ -7,10 +7,8 @@ hashed: most runs hash nothing.
 
 from __future__ import annotations
 
-import array
 import base64
 import os
-import zlib
 
 _CHUNK = 1 << 20
 
@@ -56,27 +54,3 @@ def sha256_hex(path: str) -> str | None:
     """Hex sha256 of the file at `path` (the store's spelling); None when unreadable."""
     digest = digest_file(path)
     return None if digest is None else digest.hex()
-
-
-def symbol_key(text: str) -> int:
-    """A 64-bit key for a symbol name (or "name@version"), of its bytes as the string table
-    holds them: crc32 and adler32 side by side (cudatx.elf.reader computes the same inline).
-    Sets of them stand for an object's definitions in the scan cache, at 8 bytes a name
-    where a torch library's C++ names average 400; two names colliding could only make a
-    missing symbol read as found, never the reverse."""
-    data = os.fsencode(text)
-    return zlib.crc32(data) << 32 | zlib.adler32(data)
-
-
-def pack_keys(keys: list[int]) -> str:
-    """Keys as ASCII text (base64 of 64-bit little-endian words), for the scan cache."""
-    words = array.array("Q", keys)
-    if words.itemsize != 8:  # pragma: no cover - every platform CPython runs on has 8
-        raise ValueError("no 64-bit array type")
-    return base64.b64encode(words.tobytes()).decode("ascii")
-
-
-def unpack_keys(text: str) -> frozenset[int]:
-    words = array.array("Q")
-    words.frombytes(base64.b64decode(text))
-    return frozenset(words)

@@ -12,10 +12,12 @@ from collections.abc import ItemsView, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cudatx.discover.syspkgs import SystemPackages
+from cudatx.discover.traces import Trace
 from cudatx.elf.system import SystemLoader
 from cudatx.loader.fileview import FileView
 from cudatx.loader.process import LoadResult
-from cudatx.loader.roots import PackageContext
+from cudatx.loader.roots import FrameworkRun, PackageContext
 from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget, Resolution
 
 
@@ -75,11 +77,26 @@ class Environment:
     loads: tuple[LoadResult, ...]  # one per root, each from a fresh interpreter
     contexts: tuple[PackageContext, ...]  # packages that load libraries by hand (torch)
     installed_state: tuple[str, ...] = ()  # discover.dists.installed_state, before the scan
+    # Frameworks' run-time roots (cudatx.loader.roots.FrameworkRun): each is replayed in
+    # every context of its framework; the primary context's load is in `loads`, the others
+    # here (they are compared by a plan and reported by doctor apart: cudatx.analysis.frameworks).
+    frameworks: tuple[FrameworkRun, ...] = ()
+    context_loads: tuple[LoadResult, ...] = ()
+    # name -> the Requires-Dist extras taken as installed (every requirement behind them
+    # met when the environment was scanned: cudatx.discover.dists.installed_extras)
+    extras: dict[str, tuple[str, ...]] | None = None
+    # The system's package databases, for files outside the environment: read only when a
+    # report names such a file (cudatx.analysis.ownership.system_package).
+    system_packages: SystemPackages | None = None
+    # The records of traced runs (`cudatx trace`), fresh and stale, and each process of the
+    # fresh ones replayed as a root of its own (cudatx.loader.roots.RootLoader.load_trace).
+    traces: tuple[Trace, ...] = ()
+    observed: tuple[LoadResult, ...] = ()
 
     def resolutions(self) -> Iterator[Resolution]:
-        """Every need resolved: the interpreter's start-up, then each root's."""
+        """Every need resolved: the interpreter's start-up, each root's, each traced run's."""
         yield from self.base.resolutions
-        for load in self.loads:
+        for load in (*self.loads, *self.observed):
             yield from load.resolutions
 
     def distribution(self, name: str) -> Distribution | None:

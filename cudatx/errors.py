@@ -23,6 +23,11 @@ class ExitCode(IntEnum):
     CONFLICT = 11  # rollback refused: the environment changed since the transaction
     STORE = 12  # the snapshot store is missing, incomplete or corrupt
     UV = 13  # uv could not say what it would do, or stage it (resolution, index, network)
+    NOTHING_TO_ROLL_BACK = 14  # rollback found no transaction recorded for the environment
+    CONDA_OWNED = 15  # the change would act on what conda installed; cudatx applies through uv
+    # `cudatx trace`: the command could not be started (the codes shells and env(1) use)
+    COMMAND_NOT_EXECUTABLE = 126
+    COMMAND_NOT_FOUND = 127
     INTERNAL = 70  # a bug in cudatx (EX_SOFTWARE)
 
 
@@ -31,10 +36,13 @@ class CudatxError(Exception):
 
     exit_code: ExitCode = ExitCode.INTERNAL
 
-    def __init__(self, message: str, *, path: str | None = None) -> None:
+    def __init__(self, message: str, *, path: str | None = None, output: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.path = path
+        # What a command cudatx ran said before it failed (--verify's output), shown above
+        # the one-line message; empty for most errors.
+        self.output = output
 
 
 class Refused(CudatxError):
@@ -94,6 +102,32 @@ class StoreError(CudatxError):
     exit_code = ExitCode.STORE
 
 
+class NothingToRollBack(CudatxError):
+    """No transaction is recorded for the environment: nothing is wrong with the store."""
+
+    exit_code = ExitCode.NOTHING_TO_ROLL_BACK
+
+
+class CondaOwned(CudatxError):
+    """The change would uninstall or replace a package conda installed: cudatx applies
+    changes through uv only, and never changes what conda installed (its records would no
+    longer say what is there). The message names the conda command a user would run."""
+
+    exit_code = ExitCode.CONDA_OWNED
+
+
+class CommandNotFound(CudatxError):
+    """`cudatx trace`: no such command on the environment's PATH."""
+
+    exit_code = ExitCode.COMMAND_NOT_FOUND
+
+
+class CommandNotExecutable(CudatxError):
+    """`cudatx trace`: the command is there but cannot be executed."""
+
+    exit_code = ExitCode.COMMAND_NOT_EXECUTABLE
+
+
 class ElfReadError(UnreadableFile):
     """A file is not a loadable ELF object (not ELF, truncated, unreadable).
 
@@ -105,3 +139,4 @@ class ElfReadError(UnreadableFile):
         super().__init__(f"{path}: {reason}", path=path)
         self.reason = reason
         self.io = io  # the file could not be read (permissions, I/O): not a fact of its bytes
+

@@ -58,17 +58,51 @@ class RecordEntry(NamedTuple):
     size: int | None = None
 
 
+class CondaRecord(Frozen):
+    """What a conda environment's `conda-meta/*.json` record says beyond its files."""
+
+    name: str  # conda's name for the package (`cudnn`, `libcublas`, `pytorch`)
+    build: str  # the build string (`h93bb076_0`, `py3.11_cuda12.1_cudnn8.9.2_0`)
+    channel: str | None = None
+    depends: tuple[str, ...] = ()  # conda match specs (`cuda-version >=12,<13.0a0`)
+
+
+CONDA_PREFIX = "conda:"  # the names of conda records: `conda:cudnn`, never a PEP 503 name
+
+
 class Distribution(Frozen):
-    name: str  # canonical (PEP 503)
+    name: str  # canonical (PEP 503); a conda record's: "conda:" and conda's own name
     display_name: str
     version: str
-    metadata_dir: str  # absolute path of the .dist-info or .egg-info folder
-    site: str  # the sys.path entry the metadata folder lives in
-    kind: str  # "dist-info" or "egg-info"
+    # absolute path of the .dist-info or .egg-info folder (a conda record: its .json file)
+    metadata_dir: str
+    # the sys.path entry the metadata folder lives in; for a conda record, the prefix its
+    # paths are relative to
+    site: str
+    kind: str  # "dist-info", "egg-info" or "conda"
     records: tuple[RecordEntry, ...]
     requires: tuple[str, ...]
     installer: str | None = None
     direct_url: str | None = None  # raw JSON text of direct_url.json
+    conda: CondaRecord | None = None  # for kind "conda"
+
+    @property
+    def listing_name(self) -> str:
+        """What lists its files, in words: "RECORD", or "conda-meta record"."""
+        return "conda-meta record" if self.conda is not None else "RECORD"
+
+
+class SystemPackage(Frozen):
+    """A package of the system's package manager (dpkg, rpm) that owns a file."""
+
+    manager: str  # "dpkg" or "rpm"
+    name: str
+    version: str
+    architecture: str | None = None
+
+    def __str__(self) -> str:
+        kind = "Debian package" if self.manager == "dpkg" else "rpm package"
+        return f"{kind} {self.name} {self.version}"
 
 
 class VersionNeed(Frozen):
@@ -80,23 +114,15 @@ class VersionNeed(Frozen):
 
 
 class Symbols(Frozen):
-    """An object's dynamic symbols, as glibc's symbol lookup reads them (elf/dl-lookup.c
-    check_match), kept as the sets the lookup asks about rather than symbol by symbol.
-
-    A reference is a name, "name@V@file" when `.gnu.version` gives it a version needed from
-    `file` (its Elf_Verneed), or "name@V@" for a version of the object's own. Definitions
-    are sets of cudatx.digest.symbol_key, packed (cudatx.digest.pack_keys): `exact` holds
-    "name@V" for each definition of version V (default `@@` or not), `plain` the names an
-    unversioned reference binds to (no version, the base or first version, or the only
-    non-hidden version of that name), `loose` the names a reference of another version
-    binds to (no version, not hidden).
+    """An object's dynamic references, as glibc's symbol lookup asks about them
+    (elf/dl-lookup.c). A reference is a name, "name@V@file" when `.gnu.version` gives it a
+    version needed from `file` (its Elf_Verneed), or "name@V@" for a version of the object's
+    own. What an object defines is not kept here: a check asks the object itself
+    (cudatx.elf.exports), as glibc asks its hash table.
     """
 
     undefined: tuple[str, ...] = ()  # non-weak references
     weak_undefined: tuple[str, ...] = ()
-    exact: str = ""
-    plain: str = ""
-    loose: str | None = None  # None: the same as `plain` (an unversioned object)
 
     def references(self) -> tuple[tuple[str, str | None, str | None], ...]:
         """The non-weak references as (name, version, file)."""
@@ -179,12 +205,14 @@ class Evidence(StrEnum):
     PRELOAD = "preload"  # a package's own load list run before its extension (torch's ctypes)
     DLOPEN = "dlopen"  # a known run-time load from the shipped manifest
     DLOPEN_STRING = "dlopen (string)"  # a soname-shaped string in the object's .rodata
+    OBSERVED = "observed"  # a dlopen a traced run made (`cudatx trace`, discover.traces)
 
     @property
     def decisive(self) -> bool:
         """Whether a need of this evidence decides a verdict (README, "How much a load
         counts"): everything but a string in .rodata, which may name an optional plug-in,
-        an error message's example or a library of another platform."""
+        an error message's example or a library of another platform. A load a traced run
+        made is decisive, as a preload is: the real loader did it."""
         return self is not Evidence.DLOPEN_STRING
 
 

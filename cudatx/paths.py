@@ -1,7 +1,7 @@
 """Rules about paths and file names that every stage shares.
 
 - Paths as users know them: relative to the site folder that holds them.
-- Which file names are shared libraries, and a soname's stem.
+- Which file names are shared libraries, a soname's stem, the `PyInit_` name a file name asks.
 """
 
 from __future__ import annotations
@@ -50,3 +50,9 @@ def display_path(path: str | None, sites: tuple[str, ...], *, resolve: bool = Tr
     if resolve and ".." in path.split("/"):
         path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
     return site_relative(path, sites)
+
+
+def pyinit_name(path: str) -> str:
+    """`PyInit_NAME` for a file `NAME.SUFFIX` (the module name is what comes before the
+    first dot: a SUFFIX starts with one, and NAME holds none)."""
+    return "PyInit_" + os.path.basename(path).split(".", 1)[0]

@@ -17,18 +17,28 @@ from typing import TYPE_CHECKING
 
 from cudatx.analysis.cuda import file_classifier, torch_cuda
 from cudatx.cache import open_cache
-from cudatx.discover.catalog import Catalog, load_catalog
-from cudatx.discover.dists import installed_state, scan_distributions
+from cudatx.discover.catalog import Catalog, Framework, FrameworkLoads, RuntimeRoot, load_catalog
+from cudatx.discover.conda import conda_meta, read_conda_records
+from cudatx.discover.dists import installed_extras, installed_state, scan_distributions
+from cudatx.discover.frameworks import read_framework
 from cudatx.discover.imports import imports_of
 from cudatx.discover.preloads import read_preloads
-from cudatx.discover.sitewalk import search_folders, walk
+from cudatx.discover.sitewalk import flat_libraries, search_folders, walk
+from cudatx.discover.syspkgs import SystemPackages
 from cudatx.discover.target import Query, start_query
+from cudatx.discover.traces import read_traces
 from cudatx.elf.system import probe_system
 from cudatx.environment import Environment, Owners, PathKeys
 from cudatx.errors import EnvironmentNotFound
 from cudatx.loader.fileview import FileView, Seen
 from cudatx.loader.process import LoadResult, Process
-from cudatx.loader.roots import PackageContext, RootLoader, locate_preloads
+from cudatx.loader.roots import (
+    FrameworkRun,
+    PackageContext,
+    RootLoader,
+    locate_hand,
+    locate_preloads,
+)
 from cudatx.models import ElfInfo, Finding
 
 if TYPE_CHECKING:
@@ -72,8 +82,16 @@ def scan(
     executable = probe.info
     system = probe_system(executable)
     tell("reading distributions", 0, 1)
-    state = installed_state(target.site_packages)  # first: a change during the scan counts
+    # first: a change during the scan counts
+    state = installed_state(target.site_packages, conda_meta(target.prefix))
     distributions, findings = scan_distributions(target.sys_path, cache)
+    # A conda environment's own records own files beside the RECORDs (cudatx.discover.conda).
+    conda, unread = read_conda_records(target.prefix, cache)
+    distributions, findings = (*distributions, *conda), findings + unread
+    # Staleness is decided here, on the files as they are: a simulated change replays the
+    # records that were fresh before it.
+    traces, unread_traces = read_traces(target.prefix, strict=False)
+    findings += unread_traces
     tell("finding libraries", 0, 1)
     roots, libraries = walk(search_folders(target), target, view.inits, cache, view.needed)
     paths = [path for found in libraries.values() for path in found]
@@ -82,6 +100,13 @@ def scan(
         found = view.probe(path)
         if found.seen is Seen.BAD:
             findings.append(Finding(kind="not ELF", path=path, message=found.reason or ""))
+    # Their .rodata names are read beside the replay, by a child (cudatx.elf.prefetch).
+    view.prefetch_strings([p for p in paths if view.probe(p).seen is Seen.ELF])
+    if conda:
+        # Read when the loader or a report asks: a conda lib/ holds hundreds of libraries.
+        for name, listed in flat_libraries(os.path.join(target.prefix, "lib")).items():
+            known = libraries.setdefault(name, [])
+            known += [p for p in listed if p not in known]
     keys = PathKeys()
     env = Environment(
         target=target,
@@ -100,8 +125,21 @@ def scan(
         loads=(),
         contexts=(),
         installed_state=state,
+        extras=installed_extras(distributions, target.markers, _framework_names()),
+        system_packages=SystemPackages(keys),
+        traces=traces,
     )
-    return load_roots(env, view, progress)
+    try:
+        return load_roots(env, view, progress)
+    finally:
+        view.end_prefetch()
+
+
+def _framework_names() -> frozenset[str]:
+    """The distributions of the frameworks that load by hand, whose extras count."""
+    return frozenset(
+        name for f in load_catalog().frameworks for name in (f.distribution, *f.companions)
+    )
 
 
 def _quiet(what: str, done: int, total: int) -> None:
@@ -184,11 +222,102 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
         major_of,
         _imported_first(env, by_folder, view),
     )
+    runs = _frameworks(env, catalog, view)
+    by_framework = {env.keys(run.path) for run in runs}
     loads = []
     for done, root in enumerate(env.roots):
         tell("replaying imports", done, len(env.roots))
-        loads.append(loader.load(root))
-    return dataclasses.replace(env, view=view, base=base, loads=tuple(loads), contexts=contexts)
+        if env.keys(root) not in by_framework:  # CuPy's modules: in their framework's process
+            loads.append(loader.load(root))
+    others: list[LoadResult] = []
+    for run in runs:
+        for context in run.framework.contexts:
+            if "torch" in context.steps and loader.torch is None:
+                continue  # "after `import torch`" only where torch is installed
+            (loads if context.primary else others).append(loader.load_framework(run, context))
+    observed = tuple(
+        loader.load_trace(trace, index)
+        for trace in env.traces
+        if trace.stale is None
+        for index in trace.replayed()
+    )
+    return dataclasses.replace(
+        env,
+        view=view,
+        base=base,
+        loads=tuple(loads),
+        contexts=contexts,
+        frameworks=runs,
+        context_loads=tuple(others),
+        observed=observed,
+    )
+
+
+def _frameworks(env: Environment, catalog: Catalog, view: FileView) -> tuple[FrameworkRun, ...]:
+    """The run-time roots of the frameworks installed here (cudatx.discover.frameworks)."""
+    out = []
+    for framework in catalog.frameworks:
+        dist = env.distribution(framework.distribution)
+        if dist is None or not view.is_folder(os.path.join(dist.site, framework.package)):
+            continue
+        loads = read_framework(framework, dist.site, dist.version, view.cache, view.real)
+        roots = loads.roots
+        if loads.by_soname is not None:
+            roots = _pathfinder_roots(env, framework, loads, dist.site, view)
+        source = os.path.join(dist.site, framework.sources[0]) if framework.sources else ""
+        beside = dist.site
+        for root in roots:
+            path = os.path.join(dist.site, root.path)
+            if view.probe(path).seen is Seen.MISSING:
+                continue  # a build without it (a CPU build's provider)
+            runtime, optional = framework.runtime.get(os.path.basename(root.path), ((), ()))
+            located = tuple(
+                (
+                    load,
+                    *locate_hand(load, env.target.sys_path, env.target.site_packages, beside, view),
+                )
+                for load in root.loads
+            )
+            out.append(
+                FrameworkRun(
+                    framework=framework,
+                    loads=loads,
+                    root=root,
+                    path=path,
+                    source=source,
+                    located=located,
+                    runtime=runtime,
+                    optional_runtime=optional,
+                )
+            )
+    return tuple(out)
+
+
+def _pathfinder_roots(
+    env: Environment, framework: Framework, loads: FrameworkLoads, site: str, view: FileView
+) -> tuple[RuntimeRoot, ...]:
+    """CuPy's extension modules that link a library cuda-pathfinder knows: CuPy has
+    pathfinder load it before importing them (cupy_backends/cuda/libs/__init__.py
+    `__getattr__`; cupy/cuda/__init__.py for cufft; cupy/_environment.py for nvrtc), so each
+    is a root after those loads. A deviation: cudatx takes every such module so, where CuPy
+    names each; a module imported after another one's loads is modelled on its own."""
+    table = loads.by_soname or {}
+    dist = env.distribution(framework.distribution)
+    tops = {e.path.split("/", 1)[0] for e in dist.records if "/" in e.path} if dist else set()
+    folders = tuple(os.path.join(site, t, "") for t in sorted(tops))
+    out = []
+    for root in env.roots:
+        if not root.startswith(folders):
+            continue
+        info = view.probe(root).info
+        needs = [n for n in info.needed if n in table] if info is not None else []
+        if not needs:
+            continue
+        chained = tuple(dict.fromkeys(load for n in needs for load in table[n]))
+        relative = os.path.relpath(root, site)
+        module = relative.split(".", 1)[0].replace("/", ".")
+        out.append(RuntimeRoot(path=relative, what=f"module {module}", loads=chained))
+    return tuple(out)
 
 
 def _imported_first(

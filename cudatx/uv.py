@@ -34,10 +34,18 @@ class UvOptions:
         return out
 
 
-def pip_argv(command: str, prefix: str, *flags: str, options: UvOptions | None = None) -> list[str]:
+def pip_argv(
+    command: str, prefix: str, *flags: str, options: UvOptions | Sequence[str] = ()
+) -> list[str]:
     """`uv pip COMMAND --python PREFIX FLAGS... OPTIONS...`: every uv cudatx runs, built here;
-    the caller appends what to act on."""
-    return ["pip", command, "--python", prefix, *flags, *(options.args() if options else [])]
+    the caller appends what to act on. OPTIONS are the user's (UvOptions, or uv's words for
+    them as a requirements file gives them): uv refuses a flag given twice (the staging's
+    own --no-deps and the user's), and `uv pip sync` has no --no-deps, since it installs
+    exactly what its files list anyway."""
+    words = options.args() if isinstance(options, UvOptions) else list(options)
+    if command == "sync" or "--no-deps" in flags:
+        words = [w for w in words if w != "--no-deps"]
+    return ["pip", command, "--python", prefix, *flags, *words]
 
 
 class UvFailed(CudatxError):
@@ -63,18 +71,6 @@ def find_uv(explicit: str | None) -> str:
         raise UvFailed(
             f"cannot find uv ({exc}); install the uv package or pass --uv PATH"
         ) from None
-
-
-def _normal(args: Sequence[str]) -> list[str]:
-    """uv refuses a flag given twice (the staging's own --no-deps and the user's), and
-    `uv pip sync` has no --no-deps: it installs exactly what its files list anyway."""
-    out: list[str] = []
-    sync = list(args[:2]) == ["pip", "sync"]
-    for arg in args:
-        if arg == "--no-deps" and (sync or arg in out):
-            continue
-        out.append(arg)
-    return out
 
 
 def _dies_with(parent: int) -> Callable[[], None]:
@@ -105,7 +101,7 @@ def run_uv(
     `tied`: uv dies with cudatx (see _dies_with), for the uv that changes an environment;
     `pass_fds`: descriptors it inherits (the transaction's lock, so that no rollback can
     start while a uv of the transaction still runs)."""
-    argv = [uv, *_normal(args)]
+    argv = [uv, *args]
     try:
         done = subprocess.run(
             argv,

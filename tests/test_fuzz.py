@@ -23,6 +23,7 @@ import importlib.metadata
 import os
 import shutil
 import struct
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -35,6 +36,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudatx.discover.dists import applicable_requirements, reinstall_spec, scan_distributions
+from cudatx.discover.lddebug import TracedLoad, TracedProcess, read_report
+from cudatx.discover.traces import FileState, TraceRecord, read_traces
 from cudatx.elf.reader import read_elf, read_object, rodata_sonames
 from cudatx.errors import CudatxError, ExitCode
 from cudatx.planning.reqfiles import read_requirements
@@ -95,6 +98,70 @@ def _read_requirements(path: Path) -> str:
     for pin in read.entries:
         _one_line(pin.requirement, "a requirement")
     return "read"
+
+
+def _read_report(path: Path) -> str:
+    """glibc's LD_DEBUG report of one process, read as `cudatx trace` reads it."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as lines:
+        for process in read_report(lines, 4242):
+            for load in process.loads:
+                _one_line(load.name, "a load's name")
+    return "read"
+
+
+def _report_seeds(scratch: Path) -> list[bytes]:
+    """A real report: an interpreter that loads a library by path, then fails one by name."""
+    lib = compile_lib(scratch / "libfuzzed.so.1", soname="libfuzzed.so.1")
+    code = (
+        "import ctypes, sys\nctypes.CDLL(sys.argv[1])\n"
+        "try:\n    ctypes.CDLL('libcudatx-absent.so.2')\nexcept OSError:\n    pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LD_")}
+    env |= {"LD_DEBUG": "libs,files", "LD_DEBUG_OUTPUT": str(scratch / "ld")}
+    subprocess.run([sys.executable, "-c", code, str(lib)], env=env, check=True)
+    return [p.read_bytes() for p in sorted(scratch.glob("ld.*"))]
+
+
+def _read_trace(path: Path) -> str:
+    """A record in a store cudatx made (0700 folders, a 0600 file): refused with a one-line
+    StoreError (`trace --list`), or a finding (a scan), never a crash."""
+    prefix = path.parent.parent.parent
+    for folder in (path.parent.parent, path.parent):
+        os.chmod(folder, 0o700)
+    os.chmod(path, 0o600)
+    traces, findings = read_traces(str(prefix), strict=False)
+    for finding in findings:
+        _one_line(finding.message, "a finding")
+    for trace in traces:
+        _one_line(trace.record.label, "a traced run's name")
+    read_traces(str(prefix), strict=True)
+    return "read"
+
+
+def _trace_seeds(scratch: Path) -> list[bytes]:
+    plug = "/x/libplug.so"
+    record = TraceRecord(
+        id="20261202T140000.000000Z-4242",
+        created="2026-12-02T14:00:00+00:00",
+        command=("python", "-c", "import torch"),
+        cwd="/tmp",
+        prefix=str(scratch),
+        prefix_id="1:2",
+        ld_library_path=None,
+        exit_code=0,
+        processes=(
+            TracedProcess(
+                pid=4242,
+                program="python",
+                loads=(
+                    TracedLoad(name=plug, kind="dlopen", by="/x/_ctypes.so", path=plug),
+                    TracedLoad(name="libdep.so.1", kind="needed", by=plug, path="/x/libdep.so.1"),
+                ),
+            ),
+        ),
+        files={plug: FileState(dev=1, ino=2, size=3, mtime_ns=4)},
+    )
+    return [record.model_dump_json(indent=2).encode()]
 
 
 _SAMPLES = Path(__file__).parent / "data" / "reqfiles"
@@ -187,6 +254,30 @@ _TEXT += (b"\xef\xbb\xbf", b"\\", b'"', b"'", b"#", b" ", b"../", b"/", b"=", b"
 _TEXT += (b"; os_name == '\x00'", b"(" * 3000)  # what packaging's parser chokes on
 _REQ = (b"\nRequires-Dist: a; os_name == '\x00'\n", b"\nRequires-Dist: a; " + b"(" * 3000)
 READERS = [
+    Reader(
+        "LD_DEBUG report",
+        "report/ld.4242",
+        _report_seeds,
+        _read_report,
+        (
+            *_TEXT,
+            b"  4242:\t",
+            b"file=",
+            b" [0];  needed by ",
+            b" [0];  dynamically loaded by ",
+            b" [0];  generating link map",
+            b"  trying file=",
+            b"find library=",
+            b"transferring control: ",
+        ),
+    ),
+    Reader(
+        "trace record",
+        "prefix/.cudatx/traces/20261202T140000.000000Z-4242.json",
+        _trace_seeds,
+        _read_trace,
+        (*_TEXT, b"{", b"}", b"[", b"]", b'"', b"null", b"-1", b"1e999", b"\\n", b"\\u2028"),
+    ),
     Reader(
         "ELF",
         "libfuzz.so.1",
@@ -371,3 +462,4 @@ def test_requirement_lines_packaging_chokes_on_are_usage_errors(tmp_path: Path, 
     path.write_text(f"b\n{line}\n")
     with pytest.raises(UsageError, match=r"requirements\.txt:2: not a requirement: "):
         read_requirements(str(path), markers=MARKERS)
+

@@ -34,6 +34,7 @@ SHARED = {
     "cache",
     "progress",
     "uv",
+    "trust",
     "__init__",
 }
 

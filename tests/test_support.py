@@ -510,3 +510,41 @@ def test_parse_ld_debug_filters_pid_and_reads_line_shapes() -> None:
     assert (ext.provider, ext.how) == ("/z/ext.so", "path")
     assert (gone.provider, gone.how, gone.tried) == (None, None, ("/q/libgone.so",))
     assert [r.name for r in parse_ld_debug(text, pid=99)] == ["libother.so"]
+
+
+_BUILDER = """
+import sys, time
+from pathlib import Path
+from tests.support.torch_env import built_once
+
+def build(path: Path) -> str:
+    path.mkdir()
+    (path / "who").write_text(sys.argv[2])
+    time.sleep(1.5)  # pip's minutes, shortened: the other run starts meanwhile
+    (path / "files").write_text(sys.argv[2])
+    return sys.argv[2]
+
+built_once(Path(sys.argv[1]), build)
+print((Path(sys.argv[1]) / "who").read_text(), (Path(sys.argv[1]) / "files").read_text())
+"""
+
+
+def test_a_shared_environment_is_built_once_by_concurrent_runs(tmp_path: Path) -> None:
+    """Two pytest runs that want the torch environment at once: one builds it, the other
+    waits and uses it (without the lock the second removed the first's files mid-build)."""
+    folder = tmp_path / "env"
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _BUILDER, str(folder), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).parent.parent,
+        )
+        for name in ("first", "second")
+    ]
+    said = [run.communicate(timeout=60) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], said
+    (builder,) = {out.split()[0] for out, _ in said}  # both see one build, whole
+    assert [out.split() for out, _ in said] == [[builder, builder]] * 2
+    assert (folder / ".cudatx-complete").read_text() == builder

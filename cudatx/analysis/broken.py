@@ -13,24 +13,24 @@ in .rodata that names nothing here is an optional load, listed by doctor as a no
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from packaging.requirements import InvalidRequirement
+from packaging.utils import canonicalize_name
 
-from cudatx.analysis import cuda, ownership
+from cudatx.analysis import cuda, frameworks, observed, ownership
+from cudatx.analysis.commands import conda_command, cudatx_command, reinstall_command
 from cudatx.analysis.problems import (
     Problem,
     Severity,
-    cudatx_command,
-    reinstall_command,
     short,
 )
 from cudatx.analysis.requirements import unmet
 from cudatx.discover.dists import parse_requirement
 from cudatx.environment import Environment
 from cudatx.loader import binding
-from cudatx.models import Distribution, Evidence, How, Resolution, Status
+from cudatx.models import Distribution, Evidence, How, Resolution, Status, SystemPackage
 
 _FAILED = (Status.NOT_FOUND, Status.ERROR)
 
@@ -48,6 +48,7 @@ class _Cause:
     consequences: dict[str, None] = field(default_factory=dict)
     removes: tuple[str, ...] = ()
     loaded: dict[str, None] = field(default_factory=dict)  # of another CUDA major, by torch
+    system_packages: tuple[SystemPackage, ...] = ()
 
     def problem(self) -> Problem:
         first: tuple[str, ...] = ()
@@ -65,6 +66,7 @@ class _Cause:
             distributions=self.distributions,
             consequences=(*first, *self.consequences),
             removes=self.removes,
+            system_packages=self.system_packages,
         )
 
 
@@ -84,6 +86,13 @@ class _Causes:
         # distribution -> the cause it contaminates (a build of another major installed over
         # torch's): its other files and its requirements belong to that cause too
         self.contaminating: dict[str, _Cause] = {}
+        self._unmet: dict[tuple[str, str], str] | None = None
+
+    def unmet(self) -> dict[tuple[str, str], str]:
+        """cudatx.analysis.requirements.unmet, worked out once for every cause that asks."""
+        if self._unmet is None:
+            self._unmet = unmet(self.env)
+        return self._unmet
 
     # -- what a cause is -----------------------------------------------------------------
 
@@ -137,6 +146,20 @@ class _Causes:
         folder = os.path.dirname(short(self.env, key))
         over = ", ".join(f"{d.name} {d.version}" for d in others)
         built = ", ".join(f"{d.name} {d.version}" for d in dists)
+        why = (
+            f"they list the same paths in {folder}, and the bytes on disk are "
+            f"{', '.join(names)}'s; removing {', '.join(names)} alone would delete them "
+            f"and leave {', '.join(d.name for d in others)} hollow"
+        )
+        fix: str | None = cudatx_command(self.env, "remove", *names, "--repair")
+        removes = names
+        conda = conda_owned(self.env, (*dists, *others))
+        if conda:
+            # uv can neither remove nor reinstall what conda installed: conda must act.
+            why += f"; {conda}"
+            fix, removes = None, ()
+        else:
+            why += ": --repair reinstalls it"
         cause = self.cause(
             ("mixed", *names),
             _Cause(
@@ -144,12 +167,10 @@ class _Causes:
                 what=f"{built} was installed over {over}: torch (CUDA "
                 f"{cuda.torch_cuda(self.env)}) loads its CUDA {_major(self.env, dists[0])} "
                 "build",
-                why=f"they list the same paths in {folder}, and the bytes on disk are "
-                f"{', '.join(names)}'s; removing {', '.join(names)} alone would delete them "
-                f"and leave {', '.join(d.name for d in others)} hollow: --repair reinstalls it",
-                fix=cudatx_command(self.env, "remove", *names, "--repair"),
+                why=why,
+                fix=fix,
                 distributions=(*names, *(d.name for d in others)),
-                removes=names,
+                removes=removes,
             ),
         )
         cause.paths.setdefault(key)
@@ -181,6 +202,26 @@ class _Causes:
                     distributions=(owner,),
                 ),
             )
+        # Installed, whole, and still not found: the search that asks for it passes it by
+        # (plainuser's cuSPARSE, without torch's preloads, does not reach nvJitLink; an
+        # onnxruntime in another sys.path entry than the NVIDIA wheels, whose preload_dlls
+        # looks only beside itself). Saying "nothing lists it" would send the user to
+        # install what is there.
+        listed = self.env.owners.listing(leaf)
+        there = [
+            p for p in self.env.libraries.get(leaf, ()) if self.env.owners.get(self.env.keys(p))
+        ]
+        if listed and there:
+            return self.cause(
+                ("missing", leaf),
+                _Cause(
+                    code="missing-library",
+                    what=f"{leaf} is not found where it is looked for",
+                    why=f"{', '.join(listed)} install{'s' * (len(listed) == 1)} it at "
+                    f"{short(self.env, there[0])}, but no search that asks for it reaches "
+                    "that folder",
+                ),
+            )
         return self.cause(
             ("missing", leaf),
             _Cause(
@@ -191,8 +232,9 @@ class _Causes:
             ),
         )
 
-    def lacking(self, resolution: Resolution) -> _Cause:
-        """The cause of a need whose file is found but lacks a version or a symbol."""
+    def lacking(self, resolution: Resolution, loaded: tuple[str, ...]) -> _Cause:
+        """The cause of a need whose file is found but lacks a version or a symbol; `loaded`:
+        what the load that fails mapped."""
         env, detail = self.env, resolution.detail or ""
         named, rest = binding.split_message(detail)
         missing = ", ".join(resolution.missing)
@@ -220,8 +262,8 @@ class _Causes:
                 "release of it built for the libraries installed here, or theirs for it"
             )
         fix = None
-        inside = self._own_copy(resolution) if resolution.how is How.LD_LIBRARY_PATH else None
-        if inside is not None:
+        inside = self._own_copy(resolution, needer)
+        if inside is not None and resolution.how is How.LD_LIBRARY_PATH:
             folder = os.path.dirname(lib)
             why = (
                 f"LD_LIBRARY_PATH makes {os.path.basename(lib)} resolve to {lib}"
@@ -230,6 +272,39 @@ class _Causes:
                 f"{short(env, inside)}{_owned(env, inside)} has it: take {folder} out of "
                 "LD_LIBRARY_PATH"
             )
+        elif inside is not None:
+            # Which distribution here has it, where the loader does not look first.
+            why += f"; {short(env, inside)}{_owned(env, inside)} has it"
+        removes: tuple[str, ...] = ()
+        swapped = self._swapped(loaded) if not versions and fix is None else ()
+        if swapped:
+            # Builds of another CUDA major installed over torch's are among what it maps
+            # (NCCL 2.27 for CUDA 12 lacks the ncclComm* that torch 2.14.1 uses): the builds
+            # they replaced may define it, and their cure is this one's.
+            names = tuple(dict.fromkeys(d.name for d in swapped))
+            why = (
+                f"it maps builds of another CUDA major installed over torch's "
+                f"({', '.join(names)}) ({rest}): the builds they replaced may define it"
+            )
+            fix = cudatx_command(env, "remove", *names, "--repair")
+            removes = names
+        pinned = self._pinned_for(needer, lib, loaded)
+        if pinned is not None:
+            # The needer's own Requires-Dist names the release it was built for (torchvision
+            # 0.28.0: torch==2.13.0): that release provides it, and the requirement's fix is
+            # this one's (incidents #30, #31, #33).
+            dist, text, unmet_why = pinned
+            why += f"; {dist.name} {dist.version} requires {text}, which {unmet_why}"
+            fix = _requirement_fix(env, text)
+        system = ownership.system_package(env, lib)
+        if system is not None:
+            # The file that would have to change is the system's (incidents #37-#40).
+            why += (
+                f"; {short(env, lib)} is {system}'s, and cudatx never changes system "
+                f"packages: a {system.name} that has it comes from the system's package "
+                "manager"
+                + ("" if inside is not None else ", or a copy in the environment found first")
+            )
         return self.cause(
             ("lacking", env.keys(named or lib), missing),
             _Cause(
@@ -237,23 +312,66 @@ class _Causes:
                 what=what,
                 why=why,
                 fix=fix,
+                removes=removes,
                 paths=dict.fromkeys(p for p in (lib, inside) if p),
                 distributions=tuple(d.name for d in env.owners_of(needer)),
+                system_packages=(system,) if system is not None else (),
             ),
         )
 
-    def _own_copy(self, resolution: Resolution) -> str | None:
-        """A file of the same name in the environment that has what the one found lacks."""
-        found = resolution.path
-        for path in self.env.libraries.get(os.path.basename(found or resolution.name), ()):
-            if found and self.env.keys(path) == self.env.keys(found):
+    def _swapped(self, loaded: Iterable[str]) -> tuple[Distribution, ...]:
+        """The distributions whose builds of another CUDA major, installed over torch's,
+        own files among `loaded` (contamination())."""
+        out: list[Distribution] = []
+        for path in loaded:
+            out += self.contamination(path) or ()
+        return tuple(out)
+
+    def _pinned_for(
+        self, needer: str, lib: str, loaded: Iterable[str]
+    ) -> tuple[Distribution, str, str] | None:
+        """(distribution, requirement, why unmet) of a distribution owning `needer` whose
+        unmet Requires-Dist names a distribution owning `lib` or, for a symbol no version
+        ties to a file, any object the failing load mapped (`loaded`): it was built for
+        another release of it."""
+        files = [lib, *loaded] if lib == needer else [lib]
+        providers = {d.name for f in files for d in self.env.owners_of(f)}
+        needers = {d.name: d for d in self.env.owners_of(needer)}
+        if not providers or not needers:
+            return None
+        for (name, text), why in self.unmet().items():
+            if name not in needers:
                 continue
-            info = self.env.view.probe(path).info
-            if info is None:
+            try:
+                wanted = canonicalize_name(parse_requirement(text).name)
+            except InvalidRequirement:
                 continue
-            has = binding.provides(info, self.env.view.symbols(path), resolution.missing)
-            if has:
-                return path
+            if wanted in providers:
+                return needers[name], text, why
+        return None
+
+    def _own_copy(self, resolution: Resolution, needer: str | None = None) -> str | None:
+        """A file of the same name in the environment that has what the one found lacks;
+        where the failing object is `needer` itself (a symbol: glibc names no file that
+        should define it), a copy of a library it needs that has it."""
+        env, found = self.env, resolution.path
+        names = [os.path.basename(found or resolution.name)]
+        loaded: set[str] = {env.keys(found)} if found else set()
+        if needer is not None and found is not None and env.keys(found) == env.keys(needer):
+            info = env.view.probe(needer).info
+            names = list(info.needed) if info is not None else []
+            loaded = {
+                env.keys(r.path) for r in env.resolutions() if r.path and r.root == resolution.root
+            }
+        for name in names:
+            for path in env.libraries.get(name, ()):
+                if env.keys(path) in loaded:
+                    continue
+                info = env.view.probe(path).info
+                if info is None:
+                    continue
+                if binding.provides(info, env.view.exports(path), resolution.missing):
+                    return path
         return None
 
     # -- what fails ----------------------------------------------------------------------
@@ -297,17 +415,35 @@ class _Causes:
 
     def loads(self) -> None:
         seen: set[tuple[str, str, str]] = set()
-        for load in (self.env.base, *self.env.loads):
+        for load in (self.env.base, *self.env.loads, *self.env.observed):
             imported = False
+            if frameworks.unavailable(self.env, load):
+                continue  # an optional module whose library nothing here installs
+            run = frameworks.run_of(self.env, load)
+            traced = observed.run_of(self.env, load)
+            importing = (
+                f"{run.label} would fail to load {load.context}"
+                if run is not None
+                else f"importing {short(self.env, load.root)} would fail"
+            )
             for r in load.resolutions:
                 if r.status not in _FAILED or not r.evidence.decisive:
                     continue
                 key = (r.name, self.env.keys(r.needed_by), r.evidence.value)
-                if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED):
+                if traced is not None:
+                    # A traced run is no import: each load it made that fails now is said.
+                    if key in seen:
+                        continue
+                    line = (
+                        f"{traced.record.label} loaded {r.name} ({r.evidence.value}, by "
+                        f"{short(self.env, r.needed_by)}), which now fails: "
+                        + (r.detail or r.status.value)
+                    )
+                elif r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED):
                     if imported:
                         continue  # one line per import: its first failing need
                     imported = True
-                    line = f"importing {short(self.env, load.root)} would fail: " + (
+                    line = f"{importing}: " + (
                         r.detail if r.missing and r.detail else f"{r.name} {r.status.value}"
                     )
                 elif key in seen:
@@ -319,7 +455,7 @@ class _Causes:
                 seen.add(key)
                 dists = self.contamination(r.needed_by)
                 if r.missing and not dists:
-                    self.lacking(r).consequences.setdefault(line)
+                    self.lacking(r, load.loaded).consequences.setdefault(line)
                     continue
                 if dists and dists[0].name in self.contaminating:
                     cause = self.contaminating[dists[0].name]
@@ -336,12 +472,11 @@ class _Causes:
                 )
                 if failing is not None:
                     self.missing(failing).consequences.setdefault(
-                        f"importing {short(self.env, load.root)} would fail: "
-                        f"{failing.name} {failing.status.value}"
+                        f"{importing}: {failing.name} {failing.status.value}"
                     )
 
     def requirements(self) -> None:
-        for (name, text), why in unmet(self.env).items():
+        for (name, text), why in self.unmet().items():
             dist = self.env.distribution(name)
             version = f" {dist.version}" if dist else ""
             if name in self.contaminating:  # removing it, as its cause's fix does, ends it
@@ -361,10 +496,30 @@ class _Causes:
             )
 
 
+def conda_owned(env: Environment, dists: Iterable[Distribution]) -> str:
+    """For the conda packages among `dists`, a clause saying cudatx leaves them to conda
+    and the command that restores their own files; "" when there are none."""
+    records = {}
+    for dist in dists:
+        record = ownership.conda_record_of(env, dist)
+        if record is not None:
+            records[record.name] = record
+    if not records:
+        return ""
+    return (
+        f"cudatx never changes conda's packages ({', '.join(records)}): conda restores "
+        f"their own files with {conda_command(env, 'install', *records.values(), exact=True)}"
+    )
+
+
 def _owned(env: Environment, path: str) -> str:
-    """ " (name version)" of the distributions whose RECORD lists `path`, or ""."""
+    """ " (name version)" of the distributions whose RECORD lists `path`, " (Debian package
+    name version)" for a file outside the environment a system package installed, or ""."""
     owners = env.owners_of(path)
-    return f" ({', '.join(f'{d.name} {d.version}' for d in owners)})" if owners else ""
+    if owners:
+        return f" ({', '.join(f'{d.name} {d.version}' for d in owners)})"
+    system = ownership.system_package(env, path)
+    return f" ({system})" if system is not None else ""
 
 
 def _major(env: Environment, dist: Distribution) -> int | None:
@@ -391,7 +546,8 @@ def already_broken(
     causes.mixed(cuda.mixed_majors(env) if mixed is None else mixed)
     causes.loads()
     causes.requirements()
-    return tuple(c.problem() for c in causes.found.values())
+    found = tuple(c.problem() for c in causes.found.values())
+    return (*found, *frameworks.mixed(env))
 
 
 def iter_fixes(problems: tuple[Problem, ...]) -> Iterator[str]:

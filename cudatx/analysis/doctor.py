@@ -13,13 +13,12 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
-from cudatx.analysis import cuda, ownership
-from cudatx.analysis.broken import already_broken, iter_fixes, torch_major
+from cudatx.analysis import cuda, frameworks, observed, ownership
+from cudatx.analysis.broken import already_broken, conda_owned, iter_fixes, torch_major
+from cudatx.analysis.commands import cudatx_command, reinstall_command
 from cudatx.analysis.problems import (
     Problem,
     Severity,
-    cudatx_command,
-    reinstall_command,
     short,
 )
 from cudatx.environment import Environment
@@ -79,7 +78,8 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
         dists = [d for d in (env.distribution(n) for n in names) if d is not None]
         keep = [d for d in dists if major is not None and _major(env, d) == major]
         fix = None
-        if len(keep) == 1:
+        conda = conda_owned(env, dists)
+        if len(keep) == 1 and not conda:
             # Keep the build torch was made for: remove the other, and put its bytes back.
             others = [d.name for d in dists if d is not keep[0]]
             fix = cudatx_command(env, "remove", *others, "--repair")
@@ -93,7 +93,8 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
                 what=f"{len(paths)} path{plural} in {', '.join(folders)} "
                 f"{'are' if plural else 'is'} listed by {listed}",
                 why=f"the bytes on disk are {', '.join(effective)}'s; uninstalling either "
-                "distribution deletes these paths and leaves the other installed but hollow",
+                "distribution deletes these paths and leaves the other installed but hollow"
+                + (f"; {conda}" if conda else ""),
                 fix=fix,
                 paths=tuple(sorted(c.path for c in paths)),
                 distributions=tuple(names),
@@ -119,6 +120,7 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
                 distributions=(h.name,),
             )
         )
+    out += frameworks.doctor_findings(env)
     for finding in env.findings:
         out.append(
             Problem(
@@ -199,6 +201,24 @@ def _verdict(errors: list[Problem], warnings: list[Problem], fixes: tuple[str, .
     return "No problems: everything that loads here loads, and every requirement is met."
 
 
+def _framework_notes(env: Environment) -> list[str]:
+    """Where each framework's load list came from, and the contexts its roots load in."""
+    out: dict[str, None] = {}
+    for run in env.frameworks:
+        out.setdefault(f"{run.framework.name} load list: {run.origin}")
+    by_label: dict[str, list[str]] = defaultdict(list)
+    skipped: dict[str, int] = defaultdict(int)
+    for state in frameworks.states(env):
+        if state.label.startswith("cupy's module"):
+            skipped[state.context] += 1  # one line per CuPy module would drown the rest
+            continue
+        word = "loads" if state.works else f"does not load ({state.failing})"
+        by_label[state.label].append(f"{word} {state.context}")
+    for label, said in by_label.items():
+        out.setdefault(f"{label}: {'; '.join(said)}")
+    return list(out)
+
+
 def diagnose(env: Environment, *, strict: bool = False) -> DoctorReport:
     torch_cuda = cuda.torch_cuda(env)
     errors = already_broken(env)
@@ -212,6 +232,8 @@ def diagnose(env: Environment, *, strict: bool = False) -> DoctorReport:
     notes += env.system.notes
     for context in env.contexts:
         notes.append(f"{context.load_list.distribution} preload list: {context.origin}")
+    notes += _framework_notes(env)
+    notes += observed.notes(env)
     return DoctorReport(
         prefix=env.target.prefix,
         python=env.target.version,

@@ -13,7 +13,8 @@ Node ids are strings with a kind prefix:
   module's import needs its path).
 - ``missing:<name>`` (kind ``missing``: ``status``) for a name that did not resolve.
 
-Edges carry ``kind``: ``owns`` (distribution -> file), ``needs`` (file -> soname:
+Edges carry ``kind``: ``owns`` (distribution -> file: ``effective``, true on the edge of
+the owner whose bytes are on disk where several RECORDs list the file), ``needs`` (file -> soname:
 ``evidence``, ``roots``), ``resolves`` (soname -> file or missing: ``how``, ``source``,
 ``status``), ``requires`` (distribution -> distribution: ``specifier``, ``satisfied``).
 Every attribute is a str, int or bool so that GraphML can hold it; lists are ';'-joined.
@@ -30,6 +31,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from cudatx.analysis.ownership import byte_owners
 from cudatx.discover.dists import applicable_requirements
 from cudatx.environment import Environment, PathKeys
 from cudatx.errors import NotInEnvironment
@@ -124,9 +126,15 @@ def build_graph(env: Environment) -> nx.MultiDiGraph:
         )
 
     for key in sorted(files):
-        for owner in sorted(env.owners.get(key, ())):
+        owners = sorted(env.owners.get(key, ()))
+        # For a path several RECORDs list: whose bytes are on disk (the RECORD hash that
+        # matches), marked on that owner's edge in every format.
+        on_disk = set(byte_owners(env, key)) if len(owners) > 1 else set()
+        if len(on_disk) != 1:
+            on_disk = set()  # none matches, or all do: no one owner to mark
+        for owner in owners:
             if dist_id(owner) in graph:
-                graph.add_edge(dist_id(owner), file_id(key), kind=OWNS)
+                graph.add_edge(dist_id(owner), file_id(key), kind=OWNS, effective=owner in on_disk)
     for (needer, name, evidence), roots in sorted(needs.items()):
         graph.add_edge(
             file_id(needer),
@@ -203,12 +211,44 @@ def _neighbours(graph: nx.MultiDiGraph, node: str) -> Iterable[str]:
     yield from graph.pred[node]
 
 
-def around(graph: nx.MultiDiGraph, name: str, radius: int = 2) -> nx.MultiDiGraph:
+def _closure(graph: nx.MultiDiGraph, nodes: set[str]) -> set[str]:
+    """`nodes` with what makes them readable: every owner of a file (the co-owners of a
+    shared path, however far), and for every name the file it resolves to and that file's
+    owners (the providers of what the part needs)."""
+    kept = set(nodes)
+    for node in list(nodes):
+        if graph.nodes[node].get("kind") == SONAME:
+            for _, target, data in graph.out_edges(node, data=True):
+                if data.get("kind") == RESOLVES:
+                    kept.add(target)
+    for node in list(kept):
+        if graph.nodes[node].get("kind") == FILE:
+            for source, _, data in graph.in_edges(node, data=True):
+                if data.get("kind") == OWNS:
+                    kept.add(source)
+    return kept
+
+
+def around(
+    graph: nx.MultiDiGraph, name: str, radius: int = 2, *, requires: bool = False
+) -> nx.MultiDiGraph:
     """The undirected ego graph of `radius` around every node `name` matches (a distribution
-    name, a soname, a file path or basename), as a new graph with every edge between the
-    nodes kept."""
+    name, a soname, a file path or basename), with the co-owners of its files and the
+    providers of its names, as a new graph with every edge between the nodes kept.
+
+    Requires edges are left out unless `requires`: through them a cuDNN reaches filelock
+    and jinja2 (torch's requirements), which say nothing about what loads."""
     if radius < 0:
         raise ValueError("radius must be 0 or more")
+    if not requires:
+        graph = graph.copy()
+        graph.remove_edges_from(
+            [
+                (u, v, k)
+                for u, v, k, d in graph.edges(keys=True, data=True)
+                if d.get("kind") == REQUIRES
+            ]
+        )
     starts = _matches(graph, name)
     if not starts:
         raise NotInEnvironment(
@@ -224,5 +264,5 @@ def around(graph: nx.MultiDiGraph, name: str, radius: int = 2) -> nx.MultiDiGrap
             if other not in distance:
                 distance[other] = distance[node] + 1
                 queue.append(other)
-    part: nx.MultiDiGraph = graph.subgraph(distance).copy()
+    part: nx.MultiDiGraph = graph.subgraph(_closure(graph, set(distance))).copy()
     return part

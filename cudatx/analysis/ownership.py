@@ -4,6 +4,11 @@ Every function here is pure over an :class:`~cudatx.environment.Environment` and
 on disk now: it returns new frozen values and changes nothing. Hashing is the expensive
 part, so only co-owned files (a path listed by several RECORDs; there are few) are hashed;
 other RECORD entries are checked by existence and size.
+
+Owners are wheels' RECORDs and, in a conda environment, conda's records (kind "conda",
+cudatx.discover.conda), in one index; a file outside the environment that nothing there
+lists is owned, if by anything, by a system package (cudatx.discover.syspkgs), which is
+asked only for the files a report names.
 """
 
 from __future__ import annotations
@@ -14,13 +19,22 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cudatx.digest import digest_file, record_encode
+from cudatx.discover.confinement import inside
 from cudatx.environment import Environment
-from cudatx.models import Distribution, Frozen, RecordEntry
+from cudatx.models import CONDA_PREFIX, Distribution, Frozen, RecordEntry, SystemPackage
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
 
-__all__ = ["CoOwned", "Hollow", "Ownership", "co_owned", "hollow"]
+__all__ = [
+    "CoOwned",
+    "Hollow",
+    "Ownership",
+    "co_owned",
+    "conda_record_of",
+    "hollow",
+    "system_package",
+]
 
 _EXAMPLES = 5
 
@@ -163,9 +177,13 @@ def same_bytes(env: Environment, a: str, b: str) -> bool:
 
 
 def _checked(dist: Distribution) -> Iterator[RecordEntry]:
-    """RECORD entries worth checking: with a hash, and not RECORD itself."""
+    """RECORD entries worth checking: with a hash, and not RECORD itself; every path of a
+    conda record (cudatx.discover.conda: what cannot be checked by bytes has no hash)."""
     record = os.path.normpath(os.path.join(dist.metadata_dir, "RECORD"))
     for entry in dist.records:
+        if dist.kind == "conda":
+            yield entry  # a conda record lists files and links only, each to be there
+            continue
         if entry.hash_algorithm is None or entry.hash_digest is None:
             continue
         if entry.path.endswith("RECORD") and (
@@ -263,4 +281,32 @@ def _state(ctx: Ownership, dist: Distribution, entry: RecordEntry, path: str) ->
     key = ctx.env.keys(path)
     if len(ctx.env.owners.get(key, ())) > 1 and ctx.matches(path, entry) is False:
         return "wrong"
+    return None
+
+
+# -- owners beyond the environment's RECORDs ------------------------------------------------
+
+
+def system_package(env: Environment, path: str | None) -> SystemPackage | None:
+    """The system package (dpkg, rpm) that installed `path`, a file outside the environment
+    that no distribution lists; None for any other file, and then nothing is read."""
+    if path is None or env.system_packages is None:
+        return None
+    key = env.keys(path)
+    if env.owners.get(key) or inside(key, os.path.realpath(env.target.prefix)):
+        return None
+    return env.system_packages.owner(key)
+
+
+def conda_record_of(env: Environment, dist: Distribution) -> Distribution | None:
+    """The conda record that installed `dist`: itself for a conda record; for a dist-info
+    or egg-info folder, the record listing its metadata file (a Python package conda
+    installed has one); None for what pip or uv installed."""
+    if dist.conda is not None:
+        return dist
+    for name in ("METADATA", "PKG-INFO"):
+        key = env.keys(os.path.join(dist.metadata_dir, name))
+        for owner in env.owners.get(key, ()):
+            if owner.startswith(CONDA_PREFIX):
+                return env.distribution(owner)
     return None

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import shlex
 from enum import StrEnum
 
-from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
-from cudatx.models import Distribution, Frozen
+from cudatx.models import Frozen, SystemPackage
 from cudatx.paths import display_path
 
 
@@ -27,26 +24,12 @@ class Problem(Frozen):
     distributions: tuple[str, ...] = ()
     consequences: tuple[str, ...] = ()  # what fails because of it, one line each
     removes: tuple[str, ...] = ()  # what the fix removes (`cudatx remove ... --repair`)
+    # the system packages (dpkg, rpm) whose files the finding is about: what would have to
+    # change, which cudatx never changes
+    system_packages: tuple[SystemPackage, ...] = ()
 
 
 def short(env: Environment, path: str) -> str:
     """A path as users know it: folders resolved (no `torch/lib/../..`), relative to the site
     folder when inside one. The loader's spelling depends on which root mapped it first."""
     return display_path(env.keys(path), env.target.site_packages)
-
-
-def reinstall_command(env: Environment, dist: Distribution) -> str:
-    """Restore a distribution's own bytes with the installer that put it there (a shell
-    command: every word quoted, since a prefix or a direct URL may hold anything)."""
-    spec = reinstall_spec(dist)
-    prefix = env.target.prefix
-    if (dist.installer or "").lower() == "uv":
-        words = ["uv", "pip", "install", "--python", prefix, "--reinstall-package", dist.name]
-        return shlex.join([*words, "--no-deps", spec])
-    python = os.path.join(prefix, "bin", "python")
-    return shlex.join([python, "-m", "pip", "install", "--force-reinstall", "--no-deps", spec])
-
-
-def cudatx_command(env: Environment, *words: str) -> str:
-    """A cudatx command for this environment that runs as printed, off a terminal too."""
-    return shlex.join(["cudatx", *words, "--yes", "--python", env.target.prefix])

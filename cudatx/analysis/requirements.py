@@ -20,12 +20,18 @@ from cudatx.models import Distribution
 Parsed = tuple[tuple[str, str, SpecifierSet], ...]
 
 
-def parsed(dist: Distribution, markers: dict[str, str], memo: dict[str, Parsed]) -> Parsed:
+def parsed(
+    dist: Distribution,
+    markers: dict[str, str],
+    memo: dict[str, Parsed],
+    extras: tuple[str, ...] = (),
+) -> Parsed:
+    """`extras`: those of `dist` taken as installed (Environment.extras)."""
     found = memo.get(dist.metadata_dir)
     if found is None:
         found = memo[dist.metadata_dir] = tuple(
             (canonicalize_name(r.name), str(r), r.specifier)
-            for r in applicable_requirements(dist, markers)
+            for r in applicable_requirements(dist, markers, extras)
         )
     return found
 
@@ -70,6 +76,7 @@ def unmet(env: Environment, memo: dict[str, Parsed] | None = None) -> dict[tuple
     if cache is not None:
         facts: list[object] = [sorted(markers.items())]
         facts += [[d.name, d.version, d.metadata_dir, *d.requires] for d in env.distributions]
+        facts.append(sorted((env.extras or {}).items()))
         state = hashlib.sha256(json.dumps(facts).encode()).hexdigest()
         text = cache.get("unmet", env.target.prefix, state)
         if text is not None:
@@ -80,7 +87,8 @@ def unmet(env: Environment, memo: dict[str, Parsed] | None = None) -> dict[tuple
     versions = {d.name: d.version for d in env.distributions}
     out: dict[tuple[str, str], str] = {}
     for dist in env.distributions:
-        for name, text, specifier in parsed(dist, markers, memo):
+        extras = (env.extras or {}).get(dist.name, ())
+        for name, text, specifier in parsed(dist, markers, memo, extras):
             why = why_unmet(name, specifier, versions)
             if why is not None:
                 out[(dist.name, text)] = why

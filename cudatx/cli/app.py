@@ -44,14 +44,19 @@ def scanned(
 ) -> Iterator[Environment]:
     """The target, scanned with the cache and a progress bar for as long as the command
     runs; `echo`: say which environment on stderr, as uv does."""
+    import time
+
+    import cudatx.cli.output as output
     from cudatx.progress import Bar, wanted
     from cudatx.scan import scanning
 
     ctx = click.get_current_context()
     stream = sys.stderr
     bar = None
-    if wanted(stream, os.environ, disabled=bool(ctx.meta.get("cudatx.no_progress"))):
-        bar = Bar(stream, colour=not os.environ.get("NO_COLOR"))
+    quiet = bool(output.current().quiet)
+    if wanted(stream, os.environ, disabled=quiet or bool(ctx.meta.get("cudatx.no_progress"))):
+        bar = Bar(stream, colour=output.coloured(err=True))
+    started = time.monotonic()
     query = ctx.meta.pop("cudatx.query", None)
     if ctx.meta.get("cudatx.query_for") != python:
         query = None  # started for another interpreter than the one chosen since
@@ -67,26 +72,59 @@ def scanned(
                 bar.finish()
                 bar = None
             if echo:
-                click.echo(
-                    f"Using Python {env.target.version} environment at: {env.target.prefix}",
-                    err=True,
+                output.info(
+                    f"Using Python {env.target.version} environment at: {env.target.prefix}"
                 )
+            cache = env.view.cache
+            output.debug(
+                f"scanned {sum(len(p) for p in env.libraries.values())} libraries and "
+                f"{len(env.roots)} load roots in {time.monotonic() - started:.2f}s"
+                + (
+                    f"; scan cache {cache.folder}: {cache.hits} hits, {cache.misses} misses"
+                    if cache is not None
+                    else "; no scan cache"
+                )
+            )
             yield env
     finally:
         if bar is not None:
             bar.finish()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="cudatx")
-def cli() -> None:
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    invoke_without_command=True,
+    epilog="\b\nExamples:\n  cudatx doctor --python .venv\n"
+    "  cudatx remove 'nvidia-*-cu13' --dry-run\n"
+    "\b\nEnvironment:\n  NO_COLOR, FORCE_COLOR, CLICOLOR_FORCE  colour under --color auto\n"
+    "  CUDATX_CACHE_DIR   where the scan cache lives [default: ~/.cache/cudatx]\n"
+    "  CUDATX_DEBUG=1     a traceback for an internal error\n"
+    "  CUDATX_DPKG_ADMINDIR  the dpkg database system owners come from [default: /var/lib/dpkg]\n"
+    "  CUDATX_QUERY_TIMEOUT  seconds the target Python has to answer [default: 60]",
+)
+@click.version_option(__version__, "-V", "--version", prog_name="cudatx")
+@click.pass_context
+def cli(ctx: click.Context) -> int:
     """Plan and check package changes in CUDA Python environments before they break loading."""
+    if ctx.invoked_subcommand is None:
+        # Bare `cudatx`: the help, as pip prints it (exit 0), not a usage error.
+        click.echo(ctx.get_help())
+    return 0
 
 
 def one_line(message: str) -> str:
     """A message as one line: a newline or carriage return in a name or an argument it
     quotes is shown escaped, so no second line can pass for cudatx's own."""
     return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
+_OUTPUT_LINES = 40
+
+
+def _error(message: str) -> None:
+    from cudatx.cli.output import coloured, error_label
+
+    click.echo(f"cudatx: {error_label()}: {one_line(message)}", err=True, color=coloured(err=True))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -97,13 +135,20 @@ def main(argv: list[str] | None = None) -> None:
             args=args, prog_name="cudatx", standalone_mode=False, obj=Invocation(tuple(args))
         )
     except CudatxError as exc:
-        click.echo(f"cudatx: error: {one_line(exc.message)}", err=True)
+        if exc.output.strip():
+            # What a failing command said (--verify's output), before the one line of why;
+            # its end, where a traceback says what went wrong.
+            said = exc.output.rstrip("\n").splitlines()
+            if len(said) > _OUTPUT_LINES:
+                click.echo(f"... ({len(said) - _OUTPUT_LINES} lines before)", err=True)
+            click.echo("\n".join(said[-_OUTPUT_LINES:]), err=True)
+        _error(exc.message)
         sys.exit(int(exc.exit_code))
     except click.exceptions.Abort:
         click.echo("cudatx: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        click.echo(f"cudatx: error: {one_line(exc.format_message())}", err=True)
+        _error(exc.format_message())
         sys.exit(ExitCode.USAGE if exc.exit_code == 2 else exc.exit_code)
     except KeyboardInterrupt:
         click.echo("cudatx: interrupted", err=True)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 
+import cudatx.cli.output as output
 from cudatx.cli.app import invocation, scanned
 from cudatx.cli.options import (
     ChangeRequest,
@@ -30,18 +30,12 @@ if TYPE_CHECKING:
 def _command_words(
     command: str, args: tuple[str, ...], *options: tuple[str, tuple[str, ...]]
 ) -> tuple[str, ...]:
-    """The cudatx command a plan's suggestion repeats, without --dry-run."""
-    words = ["cudatx", command, *args]
+    """The cudatx words a plan's suggestion repeats, without --dry-run."""
+    words = [command, *args]
     for flag, values in options:
         for value in values:
             words += [flag, value]
     return tuple(words)
-
-
-def _suggestion(words: tuple[str, ...], env: Environment, source: UvSource) -> str:
-    """`words` as a command that can be pasted anywhere: the environment it was planned for
-    and where uv found wheels come with it, every word shell-quoted."""
-    return shlex.join([*words, "--python", env.target.prefix, *source.options.args()])
 
 
 def _planning(request: ChangeRequest, source: UvSource) -> Planning:
@@ -62,23 +56,30 @@ def _carry_out(
     source: UvSource,
 ) -> int:
     """Show a plan; for a dry run, its verdict; otherwise confirm and apply it."""
+    from cudatx.analysis.commands import cudatx_line
+    from cudatx.render import colour
     from cudatx.render import plan as render
-    from cudatx.scan import scan
-    from cudatx.txn.apply import ApplyOptions, apply_change, refuse_unsafe
 
     plan = proposal.plan
     if request.as_json:
         click.echo(render.to_json(plan))
     else:
-        command = _suggestion(words, env, source)
-        click.echo(render.to_text(plan, command, env.target.site_packages), nl=False)
+        command = cudatx_line(env, words, uv=source.options.args())
+        output.report(render.to_text(plan, command, env.target.site_packages), paint=colour.plan)
     if request.dry_run:
         return 0 if plan.safe else ExitCode.FINDINGS
+    # Imported only to apply: a dry run, the pre-commit hook's case, reads nothing of txn.
+    from cudatx.render import apply as render_apply
+    from cudatx.scan import scan
+    from cudatx.txn.apply import ApplyOptions, apply_change, refuse_unsafe
+
     refuse_unsafe(plan, force=request.force)
     if not request.yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to apply the plan")
         click.confirm("Proceed?", abort=True, err=True)
+    meta = click.get_current_context().meta
+    steps = output.Steps(disabled=request.as_json or bool(meta.get("cudatx.no_progress")))
     options = ApplyOptions(
         uv=source.uv,
         uv_options=source.options,
@@ -87,16 +88,32 @@ def _carry_out(
         strict_running=request.strict_running,
         force=request.force,
         command=invocation().command_line,
-        warn=lambda message: click.echo(f"cudatx: warning: {message}", err=True),
+        warn=output.warn,
+        progress=steps,
     )
-    txn = apply_change(
-        env,
-        proposal,
-        options,
-        lambda: scan(python, ld_library_path=env.ld_library_path, cache=env.view.cache),
-    )
-    click.echo(f"Applied as transaction {txn}; `cudatx rollback` undoes it.", err=True)
+    try:
+        applied = apply_change(
+            env,
+            proposal,
+            options,
+            lambda: scan(python, ld_library_path=env.ld_library_path, cache=env.view.cache),
+        )
+    finally:
+        steps.end()
+    text = render_apply.summary(applied, env.target.prefix)
+    if output.current().quiet:
+        text = text.splitlines()[-1] + "\n"  # the transaction and its undo, as a verdict
+    output.echo(text, err=True, nl=False, paint=colour.summary)
     return 0
+
+
+def _refuse_if_interrupted(env: Environment, request: ChangeRequest) -> None:
+    """An apply starts only on an environment no interrupted transaction left half-changed
+    (a dry run only reads, and imports nothing of txn)."""
+    if not request.dry_run:
+        from cudatx.txn.rollback import refuse_if_interrupted_at
+
+        refuse_if_interrupted_at(env.target.prefix)
 
 
 def _requirement_option(help_text: str) -> Callable[[F], F]:
@@ -130,12 +147,10 @@ def remove(
     exit 0 when safe, 1 when something that loads now would stop loading."""
     from cudatx.discover.target import require_environment
     from cudatx.planning.change import propose_removal
-    from cudatx.txn.rollback import refuse_if_interrupted_at
 
     require_environment(python)
     with scanned(python, ld_library_path) as env:
-        if not request.dry_run:
-            refuse_if_interrupted_at(env.target.prefix)
+        _refuse_if_interrupted(env, request)
         proposal = propose_removal(env, specs, requirement_files, _planning(request, source))
         words = _command_words("remove", specs, ("-r", requirement_files))
         return _carry_out(env, proposal, words, python, request, source)
@@ -152,12 +167,10 @@ def _propose_and_carry_out(
 ) -> int:
     from cudatx.discover.target import require_environment
     from cudatx.planning.change import propose
-    from cudatx.txn.rollback import refuse_if_interrupted_at
 
     require_environment(python)
     with scanned(python, ld_library_path) as env:
-        if not request.dry_run:
-            refuse_if_interrupted_at(env.target.prefix)
+        _refuse_if_interrupted(env, request)
         proposal = propose(env, uv_command, args, _planning(request, source))
         return _carry_out(env, proposal, words, python, request, source)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+import cudatx.cli.output as output
 from cudatx.cli.app import scanned
 from cudatx.cli.options import (
     UvSource,
@@ -64,6 +65,7 @@ def check_requirements(
     from cudatx.discover.target import hook_target
     from cudatx.planning.checkreq import check_file
     from cudatx.render import checkreq as render
+    from cudatx.render import colour
 
     if not files:
         return 0
@@ -83,5 +85,5 @@ def check_requirements(
     if as_json:
         click.echo(render.to_json(checks))
     else:
-        click.echo(render.to_text(checks, env.target.site_packages), nl=False)
+        output.report(render.to_text(checks, env.target.site_packages), paint=colour.plan)
     return 0 if all(c.plan.safe for c in checks) else ExitCode.FINDINGS

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from cudatx.cli.options import python_option
+import cudatx.cli.output as output
+from cudatx.cli.options import json_option, python_option
 from cudatx.errors import UsageError
 
 
@@ -23,7 +24,7 @@ def rollback(txn: str | None, python: str | None, force: bool, yes: bool) -> int
 
     require_environment(python)
     target = find_target(python)
-    click.echo(f"Using Python {target.version} environment at: {target.prefix}", err=True)
+    output.info(f"Using Python {target.version} environment at: {target.prefix}")
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to roll back")
@@ -35,17 +36,24 @@ def rollback(txn: str | None, python: str | None, force: bool, yes: bool) -> int
 
 @click.group(invoke_without_command=True)
 @python_option
+@json_option("the transactions")
 @click.pass_context
-def history(ctx: click.Context, python: str | None) -> int:
+def history(ctx: click.Context, python: str | None, as_json: bool) -> int:
     """The transactions recorded for this environment."""
     ctx.meta["cudatx.history_python"] = python
     if ctx.invoked_subcommand is not None:
         return 0
     from cudatx.discover.target import find_target
+    from cudatx.render import colour
     from cudatx.render import history as render
     from cudatx.txn.rollback import history as read_history
 
-    click.echo(render.to_text(read_history(find_target(python).prefix)), nl=False)
+    prefix = find_target(python).prefix
+    journals = read_history(prefix)
+    if as_json:
+        click.echo(render.to_json(journals, prefix), nl=False)
+    else:
+        output.echo(render.to_text(journals, prefix), nl=False, paint=colour.history)
     return 0
 
 
@@ -72,13 +80,19 @@ def history_prune(keep: int, python: str | None) -> int:
 @history.command("show")
 @click.argument("txn", metavar="ID")
 @python_option
-def history_show(txn: str, python: str | None) -> int:
-    """One transaction's journal, as JSON."""
+@json_option("the whole journal")
+def history_show(txn: str, python: str | None, as_json: bool) -> int:
+    """One transaction: what it changed, each step, how it ended; --json: its journal."""
+    from cudatx.render import colour
     from cudatx.render import history as render
     from cudatx.txn.store import Store
 
     store = Store(_prefix(python))
     if txn not in store.ids():
         raise UsageError(f"no transaction {txn}; `cudatx history` lists them")
-    click.echo(render.show(store.read_journal(txn)), nl=False)
+    journal = store.read_journal(txn)
+    if as_json:
+        click.echo(render.show_json(journal), nl=False)
+    else:
+        output.echo(render.show(journal), nl=False, paint=colour.summary)
     return 0

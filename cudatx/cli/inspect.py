@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import click
 
+import cudatx.cli.output as output
 from cudatx.cli.app import scanned
 from cudatx.cli.options import json_option, strict_option, target_options
-from cudatx.errors import ExitCode
+from cudatx.errors import ExitCode, UsageError
 
 
 @click.command()
@@ -16,6 +17,7 @@ from cudatx.errors import ExitCode
 def why(query: str, python: str | None, ld_library_path: str | None, as_json: bool) -> int:
     """Why a library is (or is not) found: who needs it, where the loader looked, what it took."""
     from cudatx.analysis.why import explain
+    from cudatx.render import colour
     from cudatx.render import why as render
 
     with scanned(python, ld_library_path) as env:
@@ -23,7 +25,8 @@ def why(query: str, python: str | None, ld_library_path: str | None, as_json: bo
         if as_json:
             click.echo(render.to_json(report))
         else:
-            click.echo(render.to_text(report, env.target.site_packages), nl=False)
+            text = render.to_text(report, env.target.site_packages, output.current().verbose)
+            output.report(text, paint=colour.why)
     return 0
 
 
@@ -36,12 +39,42 @@ def doctor(python: str | None, ld_library_path: str | None, strict: bool, as_jso
     that cannot load, hollow or co-owned packages, mixed CUDA majors, unmet requirements.
     Exit 1 when there is an error."""
     from cudatx.analysis.doctor import diagnose
+    from cudatx.render import colour
     from cudatx.render import doctor as render
 
     with scanned(python, ld_library_path) as env:
         report = diagnose(env, strict=strict)
-    click.echo(render.to_json(report) if as_json else render.to_text(report), nl=as_json)
+    if as_json:
+        click.echo(render.to_json(report))
+    else:
+        output.report(render.to_text(report), paint=colour.doctor)
     return ExitCode.FINDINGS if report.errors else 0
+
+
+_PICTURES = ("svg", "png")
+
+
+def _find_dot(fmt: str) -> str:
+    """Graphviz's `dot`, looked up before the scan: a one-line error where it is missing."""
+    import shutil
+
+    dot = shutil.which("dot")
+    if dot is None:
+        raise UsageError(
+            f"--format {fmt} needs Graphviz's `dot` on PATH (e.g. apt install graphviz); "
+            "--format dot prints what it would draw"
+        )
+    return dot
+
+
+def _picture(dot: str, dot_text: str, fmt: str) -> bytes:
+    import subprocess
+
+    done = subprocess.run([dot, f"-T{fmt}"], input=dot_text.encode(), capture_output=True)
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines()
+        raise UsageError(f"dot -T{fmt} failed: {said[-1] if said else done.returncode}")
+    return done.stdout
 
 
 @click.command()
@@ -49,17 +82,18 @@ def doctor(python: str | None, ld_library_path: str | None, strict: bool, as_jso
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "dot", "graphml", "mermaid"]),
-    default="json",
-    show_default=True,
-    help="Output format.",
+    type=click.Choice(["text", "json", "dot", "graphml", "mermaid", *_PICTURES]),
+    default=None,
+    help="Output format [default: text on a terminal, json otherwise]; svg and png are "
+    "drawn by Graphviz's dot.",
 )
 @click.option(
     "--around",
     "around_name",
     metavar="NAME",
     default=None,
-    help="Only the part around a distribution, soname or file (path or basename).",
+    help="Only the part around a distribution, soname or file (path or basename), with the "
+    "co-owners of its files and the providers of what it needs.",
 )
 @click.option(
     "--radius",
@@ -68,17 +102,38 @@ def doctor(python: str | None, ld_library_path: str | None, strict: bool, as_jso
     show_default=True,
     help="With --around: how many edges away to go, in either direction.",
 )
+@click.option(
+    "--requires",
+    "with_requires",
+    is_flag=True,
+    help="With --around: follow Requires-Dist edges too (they reach what never loads).",
+)
 def graph(
-    python: str | None, ld_library_path: str | None, fmt: str, around_name: str | None, radius: int
+    python: str | None,
+    ld_library_path: str | None,
+    fmt: str | None,
+    around_name: str | None,
+    radius: int,
+    with_requires: bool,
 ) -> int:
     """The environment as a graph: distributions, ELF files and sonames, with their owns,
     needs, resolves and requires edges."""
+    import sys
+
     from cudatx.analysis.graph import around, build_graph
     from cudatx.render.graph import render
 
+    if fmt is None:
+        # People read a tree; a pipe gets the JSON a program reads (and `> file` too).
+        fmt = "text" if sys.stdout.isatty() else "json"
+    dot = _find_dot(fmt) if fmt in _PICTURES else ""
     with scanned(python, ld_library_path) as env:
         result = build_graph(env)
     if around_name is not None:
-        result = around(result, around_name, radius)
-    click.echo(render(result, fmt), nl=False)
+        result = around(result, around_name, radius, requires=with_requires)
+    if fmt in _PICTURES:
+        sys.stdout.buffer.write(_picture(dot, render(result, "dot"), fmt))
+        sys.stdout.buffer.flush()
+    else:
+        click.echo(render(result, fmt), nl=False)
     return 0

@@ -1,4 +1,5 @@
-"""Build, offline and inside one folder, an environment that shows the cu12/cu13 trap.
+"""Build, offline and inside one folder, an environment that shows the cu12/cu13 trap, and a
+plug-in only a run loads.
 
 The trap README.md opens with, made of tiny real libraries installed by real uv: a CUDA 12.8
 "torch" (a stand-in that says so, whose ``__init__.py`` preloads NVIDIA libraries as torch
@@ -8,11 +9,13 @@ The trap README.md opens with, made of tiny real libraries installed by real uv:
 (``libcudnn.so.9`` and the seven sub-libraries it dlopens); the second install wrote its
 CUDA 13 bytes there, so the CUDA 12 torch now loads a CUDA 13 cuDNN without a word, and
 uninstalling ``nvidia-cudnn-cu13`` would delete the files ``nvidia-cudnn-cu12`` still lists.
+The same second install brings ``cudatx-demo-plugin``, whose library its Python code loads by
+a path put together at run time: no scan can see that load, a traced run (`cudatx trace`) does.
 
 Everything is written under ``workdir``:
 
 - ``build/``: the compiled objects (absent when the prebuilt copies are used),
-- ``wheels/``: the five wheels,
+- ``wheels/``: the six wheels,
 - ``venv/``: the environment,
 - ``uv-cache/``, ``tmp/``: uv's cache and the tools' TMPDIR, so nothing persists elsewhere.
 """
@@ -37,7 +40,16 @@ from cudatx.demo.libs import (
 )
 from cudatx.demo.wheelfile import write_wheel
 
-__all__ = ["COOWNED_PATH", "COOWNED_PATHS", "DEMO_WHEELS", "DemoEnv", "DemoWheel", "build_demo"]
+__all__ = [
+    "COOWNED_PATH",
+    "COOWNED_PATHS",
+    "DEMO_WHEELS",
+    "PLUGIN",
+    "PLUGIN_WORKLOAD",
+    "DemoEnv",
+    "DemoWheel",
+    "build_demo",
+]
 
 CUDNN_LIB = "nvidia/cudnn/lib"
 COOWNED_PATH = f"{CUDNN_LIB}/libcudnn.so.9"
@@ -189,10 +201,33 @@ CUDNN_CU13 = DemoWheel(
     "9.13.0.50",
     "cudatx demo stand-in for cuDNN 9.13.0 for CUDA 13; not NVIDIA code",
 )
-DEMO_WHEELS = (TORCH, CUDA_RUNTIME_CU12, CUBLAS_CU12, CUDNN_CU12, CUDNN_CU13)
-# The training stack, installed first; the serving stack's cuDNN comes second.
+PLUGIN = DemoWheel(
+    "cudatx-demo-plugin",
+    "1.0",
+    "cudatx demo stand-in for a serving plug-in, loaded by path when a request needs it",
+    ("nvidia-cublas-cu12",),
+)
+DEMO_WHEELS = (TORCH, CUDA_RUNTIME_CU12, CUBLAS_CU12, CUDNN_CU12, CUDNN_CU13, PLUGIN)
+# The training stack, installed first; the serving stack's cuDNN and plug-in come second.
 FIRST_INSTALL = (TORCH, CUDA_RUNTIME_CU12, CUBLAS_CU12, CUDNN_CU12)
-SECOND_INSTALL = (CUDNN_CU13,)
+SECOND_INSTALL = (CUDNN_CU13, PLUGIN)
+
+PLUGIN_PACKAGE = "cudatx_demo_plugin"
+# The plug-in's loader: the file's name is put together when a request needs it, so that
+# nothing a scan reads names it (only a run, `cudatx trace`, shows the load).
+_PLUGIN_INIT_PY = """\
+# cudatx demo stand-in for a serving plug-in's Python side (not NVIDIA code).
+import ctypes
+import os
+
+
+def load() -> int:
+    \"\"\"Load the plug-in, as serving code does when the first request needs it.\"\"\"
+    name = "libdemo_" + "plugin.so"
+    return ctypes.CDLL(os.path.join(os.path.dirname(__file__), name)).cudatx_demo_plugin_answer()
+"""
+# The workload `cudatx demo` traces: what serving a first request runs.
+PLUGIN_WORKLOAD = f"import {PLUGIN_PACKAGE}; {PLUGIN_PACKAGE}.load()"
 
 
 @dataclass(frozen=True)
@@ -202,6 +237,7 @@ class DemoEnv:
     venv: Path
     python: Path
     story: tuple[str, ...]
+    wheels: Path  # the folder of the demo's wheels, where a repair finds them
 
 
 def _cudnn_files(libs: DemoLibraries, major: int) -> dict[str, bytes]:
@@ -224,6 +260,10 @@ def _wheel_files(libs: DemoLibraries) -> dict[DemoWheel, dict[str, bytes]]:
         },
         CUDNN_CU12: _cudnn_files(libs, 12),
         CUDNN_CU13: _cudnn_files(libs, 13),
+        PLUGIN: {
+            f"{PLUGIN_PACKAGE}/__init__.py": _PLUGIN_INIT_PY.encode(),
+            f"{PLUGIN_PACKAGE}/libdemo_plugin.so": libs.read("plugin"),
+        },
     }
 
 
@@ -369,7 +409,7 @@ def build_demo(
     install += ["--no-index", "--find-links", os.fspath(wheel_dir), "--link-mode", "copy"]
     for step, wheels, who in (
         (1, FIRST_INSTALL, "the CUDA 12.8 training stack"),
-        (2, SECOND_INSTALL, "later, a serving stack's CUDA 13 cuDNN"),
+        (2, SECOND_INSTALL, "later, a serving stack's CUDA 13 cuDNN and its plug-in"),
     ):
         _run_uv(
             [*install, *(w.name for w in wheels)], f"uv pip install ({step})", cwd=workdir, env=env
@@ -393,4 +433,8 @@ def build_demo(
         "the CUDA 13 cuDNN also wants libcublasLt.so.13, which nothing here provides "
         "(nor libnvrtc.so.13): this environment has cuBLAS 12 only"
     )
-    return DemoEnv(venv=venv, python=python, story=tuple(story))
+    story.append(
+        f"{PLUGIN.name}'s libdemo_plugin.so is loaded by path only when a request needs it "
+        f"({PLUGIN_PACKAGE}.load()): nothing names it, so only a traced run shows the load"
+    )
+    return DemoEnv(venv=venv, python=python, story=tuple(story), wheels=wheel_dir)

@@ -1,6 +1,6 @@
 """The demo's tiny real libraries: compiled from ``c/*.c``, or the prebuilt copies.
 
-Twenty-one ELF objects, each a few kilobytes, stand in for the CUDA libraries of the cu12/cu13
+Twenty-two ELF objects, each a few kilobytes, stand in for the CUDA libraries of the cu12/cu13
 trap (README.md; none contains NVIDIA or PyTorch code). By key (:data:`LAYOUT` says where each
 lies in a build folder):
 
@@ -33,6 +33,10 @@ torch_cuda             ``libtorch_cuda.so``             SONAME libtorch_cuda.so,
 torch_c                ``_C.abi3.so``                   a CPython extension (limited API 3.8,
                                                         abi3), NEEDED libtorch_cuda.so, RPATH
                                                         ``$ORIGIN/lib``
+plugin                 ``libdemo_plugin.so``            SONAME libdemo_plugin.so, NEEDED
+                                                        libcublasLt.so.12, RUNPATH
+                                                        ``$ORIGIN/../nvidia/cublas/lib``: a
+                                                        plug-in loaded by path at run time
 =====================  ===============================  ==========================================
 
 Where no C compiler works, :func:`prebuilt_libraries` gives copies shipped in
@@ -83,6 +87,7 @@ SOURCES = (
     "torch_global_deps.c",
     "torch_cuda.c",
     "torch_C.c",
+    "plugin.c",
 )
 # The two cuDNN builds, by CUDA major, and the cuDNN version each wheel carries.
 CUDNN_MAJORS: Mapping[int, int] = {12: 91002, 13: 91300}
@@ -115,6 +120,7 @@ LAYOUT: Mapping[str, str] = {
     "torch_global_deps": "libtorch_global_deps.so",
     "torch_cuda": "libtorch_cuda.so",
     "torch_c": "_C.abi3.so",
+    "plugin": "libdemo_plugin.so",
 }
 # ... and in prebuilt/<machine>/, under names that are neither libraries nor extension
 # modules: cudatx ships inside the environments it scans, and `cudatx why libcudnn.so.9`
@@ -331,6 +337,7 @@ def compile_libraries(
         rpath_link=[out_dir, cudnn12.parent],
         cflags=[f"-DPy_LIMITED_API={LIMITED_API}", f"-I{include}"],
     )
+    build("plugin", "plugin.c", needed=[cublaslt], runpath="$ORIGIN/../nvidia/cublas/lib")
     return DemoLibraries(files=built, origin=f"compiled with {shlex.join(cc)}")
 
 

@@ -7,7 +7,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import repeat
 from pathlib import Path
 from types import NoneType
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from cudatx.cache import file_key
 from cudatx.cache import settled as is_settled
@@ -49,13 +50,20 @@ _MAX_SIZE_DIGITS = 20  # 2**64 has 20 digits
 _FOLD = re.compile(r"\r?\n(?=[ \t])|\r(?=[ \t])")
 
 
-def installed_state(sites: tuple[str, ...]) -> tuple[str, ...]:
+def installed_state(sites: tuple[str, ...], conda_meta: str | None = None) -> tuple[str, ...]:
     """What a change since a scan would alter: each site folder's identity and mtime (an
     install or uninstall adds or removes an entry there), and each metadata folder's RECORD
     (inode, size, mtime; not ctime: a hard link made to it elsewhere, as uv's cache makes
-    when a repair stages the same wheel, changes only that). Compared under the
-    transaction's lock with the value the scan took first."""
+    when a repair stages the same wheel, changes only that); in a conda environment, its
+    `conda-meta` folder the same way (conda adds or removes a record there). Compared under
+    the transaction's lock with the value the scan took first."""
     state = []
+    if conda_meta is not None:
+        try:
+            st = os.stat(conda_meta)
+            state.append(f"{conda_meta}: {st.st_dev}:{st.st_ino}:{st.st_mtime_ns}")
+        except OSError:
+            state.append(f"{conda_meta}: -")
     for site in sites:
         try:
             st = os.stat(site)
@@ -95,41 +103,67 @@ def record_rows(text: str) -> Iterator[tuple[int, list[str] | csv.Error]]:
 def parse_record(text: str, record_path: str, findings: list[Finding]) -> tuple[RecordEntry, ...]:
     """RECORD rows are `path,algorithm=digest,size`; bad rows become findings, never errors."""
     entries: list[RecordEntry] = []
+    append = entries.append
     for number, row in record_rows(text):
-        where = f"{record_path}:{number}"
-        if isinstance(row, csv.Error):
-            findings.append(Finding(kind="malformed RECORD", path=where, message=str(row)))
-            continue
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue
-        if len(row) != 3 or not row[0]:
-            findings.append(
-                Finding(kind="malformed RECORD", path=where, message=f"expected 3 fields: {row!r}")
-            )
-            continue
-        path, hashed, size = row
-        algorithm = digest = None
-        if hashed:
+        # The rows every installer writes, taken in one test each (torch's RECORD has
+        # 13,000 of them); anything else goes through the checks below.
+        if not isinstance(row, csv.Error) and len(row) == 3 and row[0]:
+            path, hashed, size = row
+            if not hashed and not size:  # `pkg/__pycache__/x.pyc,,`, the RECORD itself
+                append(RecordEntry(path))
+                continue
             algorithm, sep, digest = hashed.partition("=")
-            if not sep or not algorithm or not digest:
-                findings.append(
-                    Finding(kind="malformed RECORD", path=where, message=f"bad hash {hashed!r}")
-                )
+            if (
+                sep
+                and algorithm
+                and digest
+                and size.isascii()
+                and size.isdigit()
+                and len(size) <= _MAX_SIZE_DIGITS
+            ):
+                append(RecordEntry(path, algorithm, digest, int(size)))
                 continue
-        size_value: int | None = None
-        if size:
-            # int() refuses strings of more than 4300 digits (CPython's limit against
-            # quadratic conversion, sys.get_int_max_str_digits): no real size has 20.
-            if not (size.isascii() and size.isdigit()) or len(size) > _MAX_SIZE_DIGITS:
-                findings.append(
-                    Finding(kind="malformed RECORD", path=where, message=f"bad size {size!r}")
-                )
-                continue
-            size_value = int(size)
-        entries.append(
-            RecordEntry(path=path, hash_algorithm=algorithm, hash_digest=digest, size=size_value)
-        )
+        entry = _record_entry(row, f"{record_path}:{number}", findings)
+        if entry is not None:
+            append(entry)
     return tuple(entries)
+
+
+def _record_entry(
+    row: list[str] | csv.Error, where: str, findings: list[Finding]
+) -> RecordEntry | None:
+    """One RECORD row the fast path of parse_record did not take: an entry, or None (a blank
+    row, or a finding)."""
+    if isinstance(row, csv.Error):
+        findings.append(Finding(kind="malformed RECORD", path=where, message=str(row)))
+        return None
+    if not row or (len(row) == 1 and not row[0].strip()):
+        return None
+    if len(row) != 3 or not row[0]:
+        findings.append(
+            Finding(kind="malformed RECORD", path=where, message=f"expected 3 fields: {row!r}")
+        )
+        return None
+    path, hashed, size = row
+    algorithm = digest = None
+    if hashed:
+        algorithm, sep, digest = hashed.partition("=")
+        if not sep or not algorithm or not digest:
+            findings.append(
+                Finding(kind="malformed RECORD", path=where, message=f"bad hash {hashed!r}")
+            )
+            return None
+    size_value: int | None = None
+    if size:
+        # int() refuses strings of more than 4300 digits (CPython's limit against
+        # quadratic conversion, sys.get_int_max_str_digits): no real size has 20.
+        if not (size.isascii() and size.isdigit()) or len(size) > _MAX_SIZE_DIGITS:
+            findings.append(
+                Finding(kind="malformed RECORD", path=where, message=f"bad size {size!r}")
+            )
+            return None
+        size_value = int(size)
+    return RecordEntry(path=path, hash_algorithm=algorithm, hash_digest=digest, size=size_value)
 
 
 def _egg_requires(text: str) -> tuple[str, ...]:
@@ -205,7 +239,9 @@ def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Di
         records = parse_record(record_text or "", str(meta_dir / "RECORD"), findings)
         requires = tuple(headers.get_all("Requires-Dist") or ())
     installer = _read_text(meta_dir / "INSTALLER", findings)
-    return Distribution(
+    # Built from values of the types it holds, so not validated again: pydantic would make
+    # each of torch's 13,000 RECORD rows a second time.
+    return Distribution.model_construct(
         name=canonicalize_name(display),
         display_name=display,
         version=version,
@@ -283,28 +319,54 @@ def _cached_distribution(
             return _read_distribution(meta_dir, site, findings)  # reported as it is read
         states.append(":".join(file_key(st)))
         settled = settled and is_settled(st)
-    key, state = f"{site}\0{meta_dir.name}", "|".join(states)
-    text = cache.get("dist", key, state)
+    where = ("dist", f"{site}\0{meta_dir.name}", "|".join(states))
+    return cached(
+        cache, where, settled, lambda own: _read_distribution(meta_dir, site, own), findings
+    )
+
+
+def cached(
+    cache: ScanCache,
+    where: tuple[str, str, str],
+    settled: bool,
+    read: Callable[[list[Finding]], Distribution | None],
+    findings: list[Finding],
+) -> Distribution | None:
+    """What `read` gives (a distribution, and findings added to `findings`), from the scan
+    cache at `where` (kind, key, state) when it holds it; else read, and kept there when the
+    files read are `settled` and none was unreadable (a later run may read it)."""
+    text = cache.get(*where)
     if text is not None:
-        # The distribution without its RECORD rows, a newline, the rows (see _rows).
-        head, _, rows = text.partition("\n")
         try:
-            stored = _Stored.model_validate_json(head)
-            dist = stored.dist
-            if dist is not None:
-                dist = dist.model_copy(update={"records": _rows(rows)})
-            findings.extend(stored.findings)
+            dist, said = _unstore(text)
+            findings.extend(said)
             return dist
         except (TypeError, ValueError):  # pydantic's ValidationError is a ValueError
             cache.invalid()
     own: list[Finding] = []
-    dist = _read_distribution(meta_dir, site, own)
+    dist = read(own)
     findings.extend(own)
     if settled and not any(f.kind == "unreadable" for f in own):
-        bare = None if dist is None else dist.model_copy(update={"records": ()})
-        head = _Stored(dist=bare, findings=tuple(own)).model_dump_json()
-        cache.put("dist", key, state, f"{head}\n{_columns(dist.records if dist else ())}")
+        cache.put(*where, _store(dist, own))
     return dist
+
+
+def _store(dist: Distribution | None, findings: list[Finding]) -> str:
+    """A distribution read, and what reading it found, as the scan cache keeps them: the
+    distribution without its RECORD rows, a newline, the rows as columns (see _rows)."""
+    bare = None if dist is None else dist.model_copy(update={"records": ()})
+    head = _Stored(dist=bare, findings=tuple(findings)).model_dump_json()
+    return f"{head}\n{_columns(dist.records if dist else ())}"
+
+
+def _unstore(text: str) -> tuple[Distribution | None, tuple[Finding, ...]]:
+    """What _store() kept; TypeError or ValueError when the text is not that."""
+    head, _, rows = text.partition("\n")
+    stored = _Stored.model_validate_json(head)
+    dist = stored.dist
+    if dist is not None:
+        dist = dist.model_copy(update={"records": _rows(rows)})
+    return dist, stored.findings
 
 
 def _rows(text: str) -> tuple[RecordEntry, ...]:
@@ -342,19 +404,67 @@ class _Stored(Frozen):
 
 
 def applicable_requirements(
-    dist: Distribution, markers: Mapping[str, str]
+    dist: Distribution, markers: Mapping[str, str], extras: tuple[str, ...] = ()
 ) -> Iterator[Requirement]:
     """The Requires-Dist of `dist` that apply to the target interpreter (markers evaluated with
-    extra="": requirements behind extras nobody asked for do not apply). Unreadable lines and
-    markers naming unknown variables are skipped: hostile metadata is no reason to crash."""
-    environment = {**markers, "extra": ""}
+    extra="" and with each of `extras`, the extras taken as installed: requirements behind
+    extras nobody asked for do not apply). Unreadable lines and markers naming unknown
+    variables are skipped: hostile metadata is no reason to crash."""
+    environments = [{**markers, "extra": e} for e in ("", *extras)]
     for text in dist.requires:
         try:
             requirement = parse_requirement(text)
-            if requirement.marker is None or requirement.marker.evaluate(environment):
+            marker = requirement.marker
+            if marker is None or any(marker.evaluate(e) for e in environments):
                 yield requirement
         except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
             continue
+
+
+_EXTRA = re.compile(r"""extra\s*==\s*['"]([^'"]+)['"]""")
+
+
+def installed_extras(
+    distributions: tuple[Distribution, ...], markers: Mapping[str, str], names: frozenset[str]
+) -> dict[str, tuple[str, ...]]:
+    """name -> the extras of it taken as installed: those whose every requirement is met here,
+    for the distributions `names` only (the frameworks that load by hand: what their extras
+    bring is what they load; elsewhere an extra nobody asked for does not apply).
+
+    No installer records which extras were asked for (`onnxruntime-gpu[cuda,cudnn]` leaves
+    the same dist-info as `onnxruntime-gpu`); an extra whose requirements are all installed
+    at versions they allow is taken as asked for, so that a change unmeeting one of them
+    counts (README, "Requirements"). An extra with one requirement unmet is not counted.
+    """
+    versions = {d.name: d.version for d in distributions}
+    out: dict[str, tuple[str, ...]] = {}
+    for dist in distributions:
+        if dist.name not in names:
+            continue
+        named = sorted({m for t in dist.requires if "extra" in t for m in _EXTRA.findall(t)})
+        if not named:
+            continue
+        plain = {str(r) for r in applicable_requirements(dist, markers)}
+        had = []
+        for extra in named:
+            behind = [
+                r for r in applicable_requirements(dist, markers, (extra,)) if str(r) not in plain
+            ]
+            if behind and all(_met(r, versions) for r in behind):
+                had.append(extra)
+        if had:
+            out[dist.name] = tuple(had)
+    return out
+
+
+def _met(requirement: Requirement, versions: Mapping[str, str]) -> bool:
+    version = versions.get(canonicalize_name(requirement.name))
+    if version is None:
+        return False
+    try:
+        return requirement.specifier.contains(Version(version), prereleases=True)
+    except InvalidVersion:
+        return True
 
 
 def reinstall_spec(dist: Distribution) -> str:

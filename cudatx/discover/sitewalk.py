@@ -162,6 +162,26 @@ def walk(
     return roots, libraries
 
 
+def flat_libraries(folder: str) -> dict[str, list[str]]:
+    """File name -> path of every *.so* file directly in `folder` (not below it): a conda
+    environment's `lib/`, where its packages put their libraries and the interpreter's
+    RPATH ($ORIGIN/../lib) leads. Libraries only, never roots: its subfolders hold the
+    standard library (lib/python3.X/lib-dynload) and the site folders, walked apart."""
+    out: dict[str, list[str]] = {}
+    try:
+        with os.scandir(folder) as listing:
+            for entry in listing:
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    is_dir = False
+                if not is_dir and is_library_name(entry.name):
+                    out[entry.name] = [entry.path]
+    except OSError:
+        pass  # no such folder: nothing to add
+    return out
+
+
 def _is_root(
     path: str, inits: tuple[str, ...], suffixes: list[str], needs: Needs, real: str | None = None
 ) -> bool:

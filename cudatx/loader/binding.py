@@ -37,35 +37,22 @@ Deliberate deviations (also listed in README.md):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from cudatx.digest import symbol_key, unpack_keys
-from cudatx.models import ElfInfo, Symbols
+from cudatx.elf.exports import Definitions, Hashed, Table
+from cudatx.models import ElfInfo
 
 # DT_FLAGS DF_BIND_NOW, DT_FLAGS_1 DF_1_NOW: the object's relocations are done at load
 # whatever the dlopen's mode (elf/get-dynamic-info.h sets l_info for both).
 DF_BIND_NOW = 0x8
 DF_1_NOW = 0x1
 
+Reference = tuple[str, str | None, str | None]  # name, version, the version's file
+
 
 def binds_now(info: ElfInfo) -> bool:
     return bool(info.flags & DF_BIND_NOW or info.flags_1 & DF_1_NOW)
-
-
-@dataclass(frozen=True)
-class Table:
-    """One object's definitions as sets (cudatx.models.Symbols says what each holds)."""
-
-    exact: frozenset[int]  # cudatx.digest.symbol_key of each "name@V"
-    plain: frozenset[int]  # ... of each name
-    loose: frozenset[int]
-
-
-def table(symbols: Symbols) -> Table:
-    plain = unpack_keys(symbols.plain)
-    loose = plain if symbols.loose is None else unpack_keys(symbols.loose)
-    return Table(exact=unpack_keys(symbols.exact), plain=plain, loose=loose)
 
 
 def version_message(provider: str, version: str, needer: str) -> str:
@@ -90,49 +77,87 @@ def missing_versions(info: ElfInfo, file: str, provider: ElfInfo) -> list[str]:
     return out
 
 
+def key(name: str, version: str | None) -> bytes:
+    """A reference as the lookups take it: b"name", or b"name@V"."""
+    return os.fsencode(name if version is None else f"{name}@{version}")
+
+
+def unbound_keys(references: Iterable[Reference], scope: Sequence[Definitions]) -> set[bytes]:
+    """The keys of `references` that no object of `scope` defines.
+
+    Whether a reference binds does not depend on which object of the scope answers it, so
+    the objects are asked in the order that costs least (_cost), not glibc's: those read
+    into sets first (one intersection each), those asked through their hash table last,
+    about what is still unbound.
+    """
+    plain: set[bytes] = set()
+    versioned: dict[bytes, bytes] = {}
+    for name, version, _ in references:
+        if version is None:
+            plain.add(os.fsencode(name))
+        else:
+            versioned[key(name, version)] = os.fsencode(name)
+    for exports in sorted(scope, key=_cost):
+        if not plain and not versioned:
+            break
+        if plain:
+            plain -= exports.bind_plain(plain)
+        if versioned:
+            for bound in exports.bind_versioned(versioned):
+                del versioned[bound]
+    return plain | versioned.keys()
+
+
+def _cost(exports: Definitions) -> int:
+    """The order unbound_keys asks in: objects with versions of their own first (libc,
+    libstdc++: they answer most versioned references, which then ask no one else), the
+    other objects read into sets, those asked through their hash table last."""
+    if isinstance(exports, Hashed):
+        return 2
+    return 0 if isinstance(exports, Table) and exports.exact else 1
+
+
 def unbound(
-    symbols: Symbols, scope: Sequence[Table], *, opaque: bool, readable: Iterable[str] = ()
+    references: Iterable[Reference],
+    missing: set[bytes],
+    *,
+    opaque: bool,
+    readable: Iterable[str] = (),
 ) -> list[tuple[str, str | None]]:
-    """The non-weak references of `symbols` no definition in `scope` answers, as (name,
-    version). `opaque`: the scope holds an object whose symbols are unknown; `readable`
-    then names the files (sonames) whose versions only known objects can define."""
+    """The `references` (Symbols.references: .dynsym order) among `missing`
+    (unbound_keys), as (name, version). `opaque`: the scope holds an object whose symbols are
+    unknown, which could define any C name; `readable` then names the files (sonames)
+    whose versions only known objects can define."""
     known = set(readable)
     out: list[tuple[str, str | None]] = []
-    for name, version, file in symbols.references():
-        plain = symbol_key(name)
-        if version is None:
-            if any(plain in t.plain for t in scope):
-                continue
-            if opaque and not name.startswith("_Z"):
-                continue
-        else:
-            key = symbol_key(f"{name}@{version}")
-            if any(key in t.exact or plain in t.loose for t in scope):
-                continue
-            if opaque and (file is None or file not in known) and not name.startswith("_Z"):
-                continue
+    for name, version, file in references:
+        if key(name, version) not in missing:
+            continue
+        # The unknown object could define a C name, and a version of a file not read here.
+        unknowable = version is None or file is None or file not in known
+        if opaque and not name.startswith("_Z") and unknowable:
+            continue
         out.append((name, version))
     return out
 
 
-def provides(info: ElfInfo, symbols: Symbols | None, missing: Iterable[str]) -> bool | None:
+def provides(info: ElfInfo, exports: Definitions | None, missing: Iterable[str]) -> bool | None:
     """Whether an object with these facts has every one of `missing` (as Resolution.missing
     spells them: "`V'", "S@V", "S"); None where its symbols cannot be read."""
-    tables: Table | None = None
     for item in missing:
         if item.startswith("`"):
             version = item.strip("`'")
             if info.version_defs is not None and version not in info.version_defs:
                 return False
             continue
-        if symbols is None:
+        if exports is None:
             return None
-        tables = tables or table(symbols)
         name, _, version = item.partition("@")
         if version:
-            if not (symbol_key(item) in tables.exact or symbol_key(name) in tables.loose):
+            asked = {os.fsencode(item): os.fsencode(name)}
+            if not exports.bind_versioned(asked):
                 return False
-        elif symbol_key(name) not in tables.plain:
+        elif not exports.bind_plain({os.fsencode(name)}):
             return False
     return True
 

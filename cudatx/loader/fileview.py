@@ -19,11 +19,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter
 
 from cudatx.cache import file_key, settled
+from cudatx.elf.exports import Definitions
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, Frozen, Symbols
+from cudatx.paths import pyinit_name
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
+    from cudatx.elf.prefetch import RodataPrefetch
 
 
 class Seen(Enum):
@@ -39,7 +42,7 @@ class Probe:
     info: ElfInfo | None = None
     reason: str | None = None
     file_id: tuple[int, int] | None = None  # (st_dev, st_ino), as glibc compares loaded files
-    inits: tuple[str, ...] = ()  # PyInit_* names of the dynamic string table (extensions)
+    inits: tuple[str, ...] = ()  # the PyInit_* name its file name asks, if it exports it
 
 
 _MISSING = Probe(Seen.MISSING)
@@ -57,11 +60,12 @@ class FileView:
         self._probes: dict[str, Probe] = {}
         self._strings: dict[str, tuple[str, ...]] = {}
         self._symbols: dict[str, Symbols | None] = {}
-        # File id -> what cudatx.loader.binding made of its symbols, for the loader's use.
-        self.tables: dict[object, object] = {}
+        # File id -> what it defines (cudatx.elf.exports), for the loader's symbol checks.
+        self.tables: dict[object, Definitions | None] = {}
         # The loader's symbol verdicts in this run, keyed by the identities of the files.
         self.verdicts: dict[object, list[Any]] = {}
         self._stats: dict[str, os.stat_result] = {}
+        self._prefetch: RodataPrefetch | None = None
         self._folders: dict[str, bool] = {}
         self._globbed: dict[str, list[str]] = {}
 
@@ -80,6 +84,36 @@ class FileView:
         info = self.probe(path).info
         return info.needed if info is not None else ()
 
+    def prefetch_strings(self, paths: list[str]) -> None:
+        """Have a child process read the .rodata of `paths` (those the scan cache does not
+        hold) beside the scan (cudatx.elf.prefetch), for strings() to take; until
+        end_prefetch."""
+        self.end_prefetch()
+        todo = []
+        for path in paths:
+            st = self._stats.get(path)
+            if st is None or path in self._strings:
+                continue
+            if self.cache is None or self.cache.get_file("rodata", st) is None:
+                todo.append(path)
+        if todo:
+            from cudatx.elf.prefetch import RodataPrefetch
+
+            self._prefetch = RodataPrefetch(todo)
+
+    def end_prefetch(self) -> None:
+        """Stop the child; what it read of files no one asked about goes to the scan cache,
+        so that the next run has it and starts no child for it."""
+        if self._prefetch is None:
+            return
+        left = self._prefetch.close()
+        self._prefetch = None
+        if self.cache is not None:
+            for path, names in left.items():
+                st = self._stats.get(path)
+                if st is not None and path not in self._strings:
+                    self.cache.put_file("rodata", st, _NAMES.dump_json(names).decode())
+
     def strings(self, path: str) -> tuple[str, ...]:
         """Soname-shaped strings of the object's .rodata; () where it cannot be read."""
         cached = self._strings.get(path)
@@ -88,12 +122,37 @@ class FileView:
         return cached
 
     def symbols(self, path: str) -> Symbols | None:
-        """The object's dynamic symbols (cudatx.elf.reader.read_symbols); None where they
-        cannot be read. Read only when a symbol check needs them, and kept in the scan
-        cache apart from the probe: a torch library's symbols are megabytes."""
+        """The object's dynamic references (cudatx.elf.reader.read_symbols); None where they
+        cannot be read. Read only when a symbol check needs them, with what the object
+        defines (exports), and kept in the scan cache apart from the probe."""
         if path not in self._symbols:
-            self._symbols[path] = self._read_symbols(path)
+            stored = self._stored_symbols(path)
+            if stored is None:
+                self._read_symbol_facts(path)
+            else:
+                self._symbols[path] = stored[0]
         return self._symbols[path]
+
+    def exports(self, path: str) -> Definitions | None:
+        """What the object at `path` defines (cudatx.elf.reader.read_exports); None where it
+        cannot be read. Read when a symbol check first asks, and kept for the run under the
+        file's identity, which every fork and simulation on this view shares; not in the
+        scan cache, which keeps the checks' verdicts instead."""
+        probe = self.probe(path)
+        if probe.info is None:
+            return None
+        key: object = probe.file_id or path
+        if key not in self.tables:
+            if path in self._symbols:
+                from cudatx.elf.reader import read_exports
+
+                try:
+                    self.tables[key] = read_exports(path)
+                except ElfReadError:
+                    self.tables[key] = None
+            else:
+                self._read_symbol_facts(path)
+        return self.tables[key]
 
     def state(self, path: str) -> str | None:
         """What identifies the bytes at `path` as probed (cudatx.cache.file_key); None when
@@ -114,29 +173,46 @@ class FileView:
         if self.cache is not None:
             self.cache.put(kind, f"{zlib.crc32(key.encode()):08x}:{len(key)}", key, text)
 
-    def _read_symbols(self, path: str) -> Symbols | None:
+    def _stored_symbols(self, path: str) -> tuple[Symbols | None] | None:
+        """What the scan cache holds of the object's references, or None: nothing usable."""
         st = self._stats.get(path)
-        if st is None:
+        if st is None or self.cache is None:
             return None
-        if self.cache is not None:
-            text = self.cache.get_file("syms", st)
-            if text is not None:
-                try:
-                    return None if text == "null" else Symbols.model_validate_json(text)
-                except ValueError:
-                    self.cache.invalid()
-        from cudatx.elf.reader import read_symbols
-
+        text = self.cache.get_file("syms", st)
+        if text is None:
+            return None
+        if text == "null":
+            return (None,)
         try:
-            found: Symbols | None = read_symbols(path)
+            return (Symbols.model_validate_json(text),)
+        except ValueError:
+            self.cache.invalid()
+            return None
+
+    def _read_symbol_facts(self, path: str) -> None:
+        """The object's references (kept in the scan cache) and what it defines (kept for
+        the run), from one read of the tables both come from."""
+        st = self._stats.get(path)
+        probe = self.probe(path)
+        if st is None or probe.info is None:
+            self._symbols[path] = None
+            self.tables[probe.file_id or path] = None
+            return
+        from cudatx.elf.reader import read_symbol_facts
+
+        symbols: Symbols | None
+        exports: Definitions | None
+        try:
+            symbols, exports = read_symbol_facts(path)
         except ElfReadError as exc:
+            symbols = exports = None
             if exc.io:
-                return None
-            found = None
-        if self.cache is not None:
-            text = "null" if found is None else found.model_dump_json(exclude_defaults=True)
+                st = None  # a passing failure to read: nothing kept
+        self._symbols[path] = symbols
+        self.tables[probe.file_id or path] = exports
+        if self.cache is not None and st is not None:
+            text = "null" if symbols is None else symbols.model_dump_json(exclude_defaults=True)
             self.cache.put_file("syms", st, text)
-        return found
 
     def glob(self, pattern: str) -> list[str]:
         """Python's glob, in its own (directory) order, as the package's code sees it."""
@@ -179,14 +255,18 @@ class FileView:
                     return _NAMES.validate_json(text)
                 except ValueError:
                     self.cache.invalid()
-        from cudatx.elf.reader import rodata_sonames
+        fetched = self._prefetch.take(path) if self._prefetch is not None else None
+        if fetched is not None:
+            found = fetched
+        else:
+            from cudatx.elf.reader import rodata_sonames
 
-        try:
-            found = rodata_sonames(path)
-        except ElfReadError as exc:
-            if exc.io:
-                return ()
-            found = ()
+            try:
+                found = rodata_sonames(path)
+            except ElfReadError as exc:
+                if exc.io:
+                    return ()
+                found = ()
         if self.cache is not None:
             self.cache.put_file("rodata", st, _NAMES.dump_json(found).decode())
         return found
@@ -213,9 +293,10 @@ class FileView:
             text = self.cache.get_file("elf", st)
             if text is not None:
                 probe = _from_stored(text, path, file_id)
-                if probe is not None:
+                if probe is None:
+                    self.cache.invalid()
+                elif probe is not _ANOTHER_NAME:
                     return probe
-                self.cache.invalid()
         from cudatx.elf.reader import read_object
 
         try:
@@ -226,22 +307,30 @@ class FileView:
                 self.cache.put_file("elf", st, _Stored(bad=exc.reason).model_dump_json())
             return Probe(seen, reason=exc.reason, file_id=file_id)
         if self.cache is not None:
-            fact = _Stored(info=info.model_copy(update={"path": ""}), inits=inits)
+            fact = _Stored(
+                info=info.model_copy(update={"path": ""}), inits=inits, asked=pyinit_name(path)
+            )
             self.cache.put_file("elf", st, fact.model_dump_json())
         return Probe(Seen.ELF, info=info, file_id=file_id, inits=inits)
 
 
 class _Stored(Frozen):
     """What the scan cache keeps of one file's probe: its ElfInfo (path left empty: hard links
-    share the entry) and PyInit names, or why it is no loadable ELF object."""
+    share the entry) and the PyInit name it exports, of the one asked (the file name gives
+    it: a hard link of another name asks another), or why it is no loadable ELF object."""
 
     info: ElfInfo | None = None
     inits: tuple[str, ...] = ()
+    asked: str | None = None
     bad: str | None = None
 
 
+_ANOTHER_NAME = Probe(Seen.MISSING)  # an entry stored for a hard link of another name
+
+
 def _from_stored(text: str, path: str, file_id: tuple[int, int]) -> Probe | None:
-    """A probe from what the cache holds; None when it holds something else."""
+    """A probe from what the cache holds; None when it holds something else, _ANOTHER_NAME
+    when it was stored under a name that asks of another PyInit name."""
     try:
         stored = _Stored.model_validate_json(text)
     except ValueError:  # pydantic's ValidationError is a ValueError
@@ -250,6 +339,8 @@ def _from_stored(text: str, path: str, file_id: tuple[int, int]) -> Probe | None
         return Probe(Seen.BAD, reason=stored.bad, file_id=file_id)
     if stored.info is None:
         return None
+    if stored.asked != pyinit_name(path):
+        return _ANOTHER_NAME
     info = stored.info.model_copy(update={"path": path})
     return Probe(Seen.ELF, info=info, file_id=file_id, inits=stored.inits)
 
@@ -317,6 +408,12 @@ class OverlayView(FileView):
         if staged is not None:
             return self._base.symbols(staged)
         return None if self._is_gone(path) else self._base.symbols(path)
+
+    def exports(self, path: str) -> Definitions | None:
+        staged = self._staged(path)
+        if staged is not None:
+            return self._base.exports(staged)
+        return None if self._is_gone(path) else self._base.exports(path)
 
     def state(self, path: str) -> str | None:
         staged = self._staged(path)

@@ -77,6 +77,12 @@ class LoadResult:
     ok: bool
     loaded: tuple[str, ...]  # paths newly mapped by this load, in load order
     resolutions: tuple[Resolution, ...]
+    # A framework's run-time root (cudatx.loader.roots.FrameworkRun): who loads it, and in
+    # which process ("jax alone", "after `import torch`"); None for an import.
+    framework: str | None = None
+    context: str | None = None
+    # A traced run's process replayed (cudatx.discover.traces): the record's id.
+    trace: str | None = None
 
 
 def _ok(resolution: Resolution) -> bool:
@@ -356,38 +362,30 @@ class Process:
     def _bind(self, checked: list[Loaded], scope: list[Loaded]) -> list[Any]:
         """The first object of `checked` with a symbol nothing in `scope` defines, as
         [its index, symbol, version, the version's file, every symbol missing], or []."""
-        tables = [self._table(o) for o in scope]
+        tables = [self.view.exports(o.path) for o in scope]
         known = [t for t in tables if t is not None]
         if len(known) < len(tables):
             return []  # an object whose symbols cannot be read could define any of them
+        # Each object's references parsed once (Symbols.references), for all three uses.
+        read = [self.view.symbols(obj.path) for obj in checked]
+        refs = [s.references() if s is not None and s.undefined else () for s in read]
+        if not any(refs):
+            return []
+        unbound = binding.unbound_keys((r for rs in refs for r in rs), known)
+        if not unbound:
+            return []
         opaque = any(o.opaque for o in scope)
         readable: set[str] = set()
-        for o, t in zip(scope, tables, strict=True):
-            if t is not None:
-                readable |= o.names | {o.info.soname or ""}
-        for index, obj in enumerate(checked):
-            symbols = self.view.symbols(obj.path)
-            if symbols is None or not symbols.undefined:
-                continue
-            missing = binding.unbound(symbols, known, opaque=opaque, readable=readable)
+        for o in scope:
+            readable |= o.names | {o.info.soname or ""}
+        for index, references in enumerate(refs):
+            missing = binding.unbound(references, unbound, opaque=opaque, readable=readable)
             if missing:
                 name, version = missing[0]
-                file = next(
-                    (f for n, v, f in symbols.references() if n == name and v == version), None
-                )
+                file = next((f for n, v, f in references if n == name and v == version), None)
                 shown = [f"{n}@{v}" if v else n for n, v in missing]
                 return [index, name, version, file, shown]
         return []
-
-    def _table(self, obj: Loaded) -> binding.Table | None:
-        # Kept on the view, keyed by file: every fork and every simulation on it shares them.
-        key: object = obj.file_id or obj.path
-        tables = self.view.tables
-        if key not in tables:
-            symbols = self.view.symbols(obj.path)
-            tables[key] = binding.table(symbols) if symbols is not None else None
-        found = tables[key]
-        return found if isinstance(found, binding.Table) else None
 
     @staticmethod
     def _fail(

@@ -8,10 +8,33 @@ more with dlopen at run time: the shipped manifest (cudatx/data/runtime.json) an
 soname-shaped strings in each object's .rodata say what. All of it is replayed here on a
 cudatx.loader.Process, each edge tagged with its evidence.
 
+A framework other than torch (JAX's CUDA plugin, onnxruntime's CUDA provider, CuPy's modules
+through cuda-pathfinder: cudatx.discover.frameworks) dlopens a library by path once its own
+code has loaded others by hand: that library is a root of its own, a FrameworkRun, replayed
+in each process the framework is used in (its contexts: alone, after `import torch`).
+
+A traced run (`cudatx trace`, cudatx.discover.traces) is a root of its own per process it
+ran: a fork of the interpreter's process with the run's LD_LIBRARY_PATH, in which each
+dlopen the real loader reported is made again, in the order it was made, from the object
+that called it, with evidence `observed`; what those objects need by DT_NEEDED follows as
+for any load, and a need that fails is said as itself (the dlopen is not undone, as an
+import's is not: the run made it, and it held). Replayed so before and after a change, a
+library the run loaded that the change takes away fails as any other need does, and the
+plan names the run.
+
 Deviations (also in README.md): ctypes' dlopen is modelled as called from libpython, not
 from the _ctypes module (they differ only if _ctypes carried an RPATH, which CPython builds
 do not); where several files match a preload glob, the first in the directory's own order
-is taken, as torch's glob.glob does.
+is taken, as torch's glob.glob does. A traced process is replayed in the interpreter's
+process whatever program it ran (its dlopens by path are the same; one by name from its
+main program is taken as from libpython, and where its caller was not mapped in the replay
+too), so a program's own start-up (its executable's DT_NEEDED) is the interpreter's, and a
+process that made no dlopen is not replayed; processes of one run that made the same
+dlopens are replayed once; its dlopens are taken as lazy and local (LD_DEBUG does not
+print the flags), so their versions are checked and their symbols only where an object
+asks for BIND_NOW; a forked child's loads are replayed after its parent's; loads in
+another namespace (dlmopen) and dlopens answered by an object already loaded (glibc prints
+nothing for them) are not.
 """
 
 from __future__ import annotations
@@ -20,7 +43,19 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cudatx.discover.catalog import Catalog, LoadList, PreloadEntry, Preloads
+from cudatx.discover.catalog import (
+    Catalog,
+    Framework,
+    FrameworkContext,
+    FrameworkLoads,
+    HandLoad,
+    LoadList,
+    PreloadEntry,
+    Preloads,
+    RuntimeRoot,
+)
+from cudatx.discover.lddebug import DLOPEN, absolute
+from cudatx.discover.traces import Trace
 from cudatx.loader.fileview import FileView
 from cudatx.loader.process import Loaded, LoadResult, Process
 from cudatx.models import ElfInfo, Evidence, Resolution, Status
@@ -50,6 +85,69 @@ class PackageContext:
     def origin(self) -> str:
         """Where the preload list came from."""
         return self.preloads.origin
+
+
+HandLocated = tuple[HandLoad, str | None, bool]
+"""A framework's hand load, the file its search finds (None: none), and whether the place it
+searches exists (JAX's `nvidia.<module>` imports: a load of a module that is not installed is
+skipped; of one that is, but lacks the file, fails)."""
+
+
+@dataclass(frozen=True)
+class FrameworkRun:
+    """One run-time root of a framework, as installed here."""
+
+    framework: Framework
+    loads: FrameworkLoads  # what the framework's source (or the shipped table) says
+    root: RuntimeRoot
+    path: str  # the root file
+    source: str  # the file whose code loads by hand, and then the root
+    located: tuple[HandLocated, ...]
+    runtime: tuple[str, ...]  # what the root dlopens by name itself
+    optional_runtime: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """ "onnxruntime's CUDA provider", "jax_plugins/xla_cuda13's XLA plugin"."""
+        return f"{self.framework.name}'s {self.root.what}"
+
+    @property
+    def origin(self) -> str:
+        return self.loads.origin
+
+
+def locate_hand(
+    load: HandLoad,
+    sys_path: tuple[str, ...],
+    site_packages: tuple[str, ...],
+    beside: str,
+    view: FileView,
+) -> tuple[str | None, bool]:
+    """Where the framework's own search finds `load` (cudatx.discover.catalog.HandLoad)."""
+    if load.search == "package":
+        # JAX's _load: importlib.import_module("nvidia.<module>").__path__[0], the first
+        # sys.path entry holding the package's folder; only there.
+        for folder in load.folders:
+            package = os.path.dirname(folder)
+            entry = next((e for e in sys_path if view.is_folder(os.path.join(e, package))), None)
+            if entry is None:
+                continue
+            for name in load.names:
+                path = os.path.join(entry, folder, name)
+                if view.glob(path):
+                    return path, True
+            return None, True
+        return None, False
+    # "beside": onnxruntime's `<package>/..`; "site": cuda-pathfinder's
+    # find_sub_dirs_all_sitepackages, folder by folder, then site folder by site folder.
+    bases = (beside,) if load.search == "beside" else site_packages
+    for folder in load.folders:
+        for base in bases:
+            for name in load.names:
+                path = os.path.join(base, folder, name)
+                if view.glob(path):
+                    return path, True
+    return None, True
 
 
 def locate_preloads(
@@ -166,6 +264,155 @@ class RootLoader:
         # root -> the package its import imports first (cudatx.discover.imports): a
         # functorch or torchvision extension loads once `import torch` has run.
         self.after = after or {}
+        self.torch = next(
+            (c for c in contexts.values() if c.load_list.package == "torch" and c.module), None
+        )
+
+    def load_framework(self, run: FrameworkRun, context: FrameworkContext) -> LoadResult:
+        """`run`'s root in a process of `context`: its steps (`import torch`; the
+        framework's own hand loads), then the root by path, then what it loads at run time.
+        It loads when every import, DT_NEEDED and the root's own run-time load is met and
+        no required hand load failed."""
+        process = self.base.fork()
+        start = len(process.objects)
+        caller = process.find(self.caller) or process.main
+        root = run.path
+        out: list[Resolution] = []
+        fatal = False
+        for step in context.steps:
+            if step == "torch" and self.torch is not None and self.torch.module:
+                fatal |= self._package(process, caller, root, self.torch, out)
+                out += process.dlopen(self.torch.module, caller, root=root).resolutions
+            elif step == "preloads":
+                fatal |= self._hand(process, caller, run, out)
+        if not fatal:
+            done = process.dlopen(root, caller, root=root, needed_by=run.source)
+            out += done.resolutions
+            obj = process.find(root)
+            if done.ok and obj is not None:
+                for name in run.runtime:
+                    out += _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)[0]
+                for name in run.optional_runtime:
+                    loaded, failure = _attempt(
+                        process, name, obj, root=root, evidence=Evidence.DLOPEN
+                    )
+                    if failure is None:
+                        out += loaded
+            self._run_time(process, start, root, out)
+        ok = not fatal and all(
+            r.status in (Status.RESOLVED, Status.SYSTEM)
+            for r in out
+            if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
+            or (r.evidence is Evidence.DLOPEN and r.needed_by == root)
+        )
+        return LoadResult(
+            root=root,
+            ok=ok,
+            loaded=tuple(obj.path for obj in process.objects[start:]),
+            resolutions=tuple(out),
+            framework=run.framework.name,
+            context=context.name,
+        )
+
+    def _hand(
+        self, process: Process, caller: Loaded, run: FrameworkRun, out: list[Resolution]
+    ) -> bool:
+        """The framework's own loads, in order; returns whether one that is required failed
+        (cuda-pathfinder raises; JAX's _load and onnxruntime's preload_dlls swallow)."""
+        for load, found, searched in run.located:
+            if load.reuse_loaded:
+                # load_nvidia_dynamic_lib: check_if_already_loaded_from_elsewhere.
+                have = next((n for n in load.names for o in process.objects if n in o.names), None)
+                if have is not None:
+                    out += self._by_hand(process, have, caller, run.path, run.source)[0]
+                    continue
+            if found is not None:
+                done, failure = self._by_hand(process, found, caller, run.path, run.source)
+                out += done
+                if failure is not None and load.required:
+                    return True
+                continue
+            failed: list[Resolution] = []
+            if load.by_name:
+                for name in load.names:
+                    done, failure = self._by_hand(process, name, caller, run.path, run.source)
+                    if failure is None:
+                        out += done
+                        break
+                    failed += done
+                else:
+                    # Say the name the root links where it is one of them (cuda-pathfinder
+                    # tries libcurand.so.11 before the libcurand.so.10 CuPy's module needs).
+                    info = self.view.probe(run.path).info
+                    linked = set(info.needed) if info is not None else set()
+                    said = next((n for n in load.names if n in linked), None)
+                    pick = next(
+                        (r for r in failed if r.name == said), failed[0] if failed else None
+                    )
+                    out += [pick] if pick is not None else []
+                    if load.required:
+                        return True
+                continue
+            if searched or load.required:
+                out.append(
+                    Resolution(
+                        name=load.names[0],
+                        needed_by=run.source,
+                        root=run.path,
+                        status=Status.NOT_FOUND,
+                        evidence=Evidence.PRELOAD,
+                        detail="not in " + ", ".join(load.folders),
+                    )
+                )
+                if load.required:
+                    return True
+        return False
+
+    def load_trace(self, trace: Trace, index: int) -> LoadResult:
+        """Process `index` of a traced run, replayed (module docstring): always `ok`, for
+        it is no import; each of its loads that fails is a need that fails."""
+        record = trace.record
+        traced = record.processes[index]
+        process = self.base.fork()
+        process.ld_library_path = record.ld_library_path or None
+        start = len(process.objects)
+        fallback = process.find(self.caller) or process.main
+        root = trace.root(index)
+        out: list[Resolution] = []
+        for load in traced.loads:
+            if load.kind != DLOPEN or load.namespace != 0:
+                continue
+            name = absolute(load.path, record.cwd) if "/" in load.name else load.name
+            caller = self._caller(process, load.by, record.cwd) or fallback
+            # Not all or nothing (as _attempt makes a run-time load): the run made this load
+            # and it held, so a need of it that fails after a change is said as that need,
+            # and what the run loaded next is still replayed.
+            done = process.dlopen(
+                name, caller, root=root, evidence=Evidence.OBSERVED, needed_by=caller.path
+            )
+            out += done.resolutions
+        return LoadResult(
+            root=root,
+            ok=True,
+            loaded=tuple(obj.path for obj in process.objects[start:]),
+            resolutions=tuple(out),
+            trace=record.id,
+        )
+
+    def _caller(self, process: Process, by: str | None, cwd: str) -> Loaded | None:
+        """The object of the replay that the run named as dlopen's caller: by its name,
+        else by its file (the replay may have opened it by another spelling). A name with
+        no '/' is a main program's argv[0]."""
+        if by is None or "/" not in by:
+            return None
+        path = absolute(by, cwd)
+        found = process.find(path)
+        if found is not None:
+            return found
+        file_id = self.view.probe(path).file_id
+        if file_id is None:
+            return None
+        return next((o for o in process.objects if o.file_id == file_id), None)
 
     def load(self, root: str) -> LoadResult:
         process = self.base.fork()
@@ -260,12 +507,11 @@ class RootLoader:
                 return  # the OSError ends the list
 
     def _by_hand(
-        self, process: Process, path: str, caller: Loaded, root: str, context: PackageContext
+        self, process: Process, path: str, caller: Loaded, root: str, context: PackageContext | str
     ) -> tuple[list[Resolution], Resolution | None]:
-        """ctypes.CDLL(path) from the package's __init__.py."""
-        return _attempt(
-            process, path, caller, root=root, evidence=Evidence.PRELOAD, needed_by=context.init_py
-        )
+        """ctypes.CDLL(path) from the package's __init__.py (or the framework's `source`)."""
+        who = context if isinstance(context, str) else context.init_py
+        return _attempt(process, path, caller, root=root, evidence=Evidence.PRELOAD, needed_by=who)
 
     def _run_time(self, process: Process, start: int, root: str, out: list[Resolution]) -> None:
         """Known dlopens and .rodata names of every object this root mapped."""

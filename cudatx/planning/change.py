@@ -13,9 +13,11 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from cudatx.analysis.commands import conda_command
+from cudatx.analysis.ownership import conda_record_of
 from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
-from cudatx.errors import NotInEnvironment
+from cudatx.errors import CondaOwned, NotInEnvironment
 from cudatx.models import Distribution
 from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
@@ -82,14 +84,52 @@ def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
     return replace(planning.options, stage=stage_reinstalls)
 
 
+def refuse_conda(env: Environment, leaving: Sequence[Distribution], arriving: str = "") -> None:
+    """Raise CondaOwned where uv would uninstall (or replace, `arriving` its new spec) what
+    conda installed: conda records, or Python packages whose metadata a conda record lists.
+    One line names them all and the one conda command that does it."""
+    found: dict[str, tuple[Distribution, Distribution]] = {}  # record name -> (asked, record)
+    for dist in leaving:
+        record = conda_record_of(env, dist)
+        if record is not None:
+            found.setdefault(record.name, (dist, record))
+    if not found:
+        return
+    said = []
+    for dist, record in found.values():
+        assert record.conda is not None
+        meta = os.path.relpath(record.metadata_dir, env.target.prefix)
+        mine = f"{record.conda.name} {record.version} ({meta})"
+        said.append(mine if dist is record else f"{dist.display_name} {dist.version}, of {mine}")
+    records = [record for _, record in found.values()]
+    if arriving:
+        command = conda_command(env, "install", *records)
+        verb = f"uv would replace it with {arriving}; to change it, run"
+    else:
+        command = conda_command(env, "remove", *records)
+        verb = f"to remove {'it' if len(records) == 1 else 'them'}, run"
+    were = "was" if len(said) == 1 else "were"
+    raise CondaOwned(
+        f"{_listed(said)} {were} installed by conda: cudatx applies changes through uv only "
+        f"and never changes conda's packages; {verb}: {command} (or the same with mamba)",
+        path=records[0].metadata_dir,
+    )
+
+
+def _listed(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 def propose_removal(
     env: Environment,
     specs: tuple[str, ...],
     requirement_files: tuple[str, ...],
     planning: Planning,
 ) -> Proposal:
-    """Plan removing what SPECs and -r files name (cudatx.planning.selection)."""
+    """Plan removing what SPECs and -r files name (cudatx.planning.selection); what conda
+    installed is refused (CondaOwned)."""
     chosen = select(env, specs, requirement_files)
+    refuse_conda(env, chosen)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         plan = plan_change(env, chosen, (), _options(env, planning, folder))
     return _with_repairs(env, plan, Change(chosen))
@@ -98,12 +138,13 @@ def propose_removal(
 def propose(env: Environment, command: str, args: Sequence[str], planning: Planning) -> Proposal:
     """Plan `uv pip COMMAND ARGS` (install or sync) for `env`, changing nothing in it."""
     uv = planning.uv()
-    asked = ask_uv(uv, env.target.prefix, command, [*planning.uv_options, *args])
+    asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options)
     removing = []
     for name, version in asked.leaving:
         dist = env.distribution(name)
         if dist is None:
             raise NotInEnvironment(f"uv would uninstall {name}=={version}, which is not installed")
+        refuse_conda(env, [dist], next((a.spec for a in asked.arriving if a.name == name), ""))
         removing.append(dist)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         site = env.target.install_site

@@ -11,12 +11,12 @@ each distribution the plan touches is blamed on the line that changed.
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 
+from cudatx.analysis.commands import cudatx_line
 from cudatx.environment import Environment
 from cudatx.errors import CudatxError
 from cudatx.models import Frozen
@@ -46,6 +46,7 @@ class FileCheck(Frozen):
     plan: Plan
     blame: tuple[Blame, ...]
     fix: tuple[str, ...]
+    command: str  # the cudatx command that plans this file's change, as its plan repeats it
 
 
 def committed_text(path: str) -> str | None:
@@ -123,14 +124,20 @@ def _blame(plan: Plan, now: RequirementsFile, before: RequirementsFile | None) -
     return tuple(out)
 
 
+def _words(mode: str, path: str) -> tuple[str, ...]:
+    """The cudatx words that bring the environment in line with the file, as checked."""
+    return ("sync", path) if mode == "sync" else ("install", "-r", path)
+
+
 def _fix(
+    env: Environment,
     check_path: str,
     plan: Plan,
     blame: tuple[Blame, ...],
     mode: str,
-    apply: tuple[str, ...],
+    uv: Sequence[str],
 ) -> tuple[str, ...]:
-    """`apply`: the words that bring the command to this environment and its wheels."""
+    """`uv`: where the check found wheels, so that the repair stages the same ones."""
     out = []
     versions = {nv.name: nv.version for nv in plan.remove}
     for b in blame:
@@ -143,7 +150,7 @@ def _fix(
     if plan.repair is not None and plan.repair.safe is not False:
         names = ", ".join(p.name for p in plan.repair.reinstall)
         lead = "or apply" if out else "apply"
-        command = shlex.join(["cudatx", mode, check_path, "--repair", *apply])
+        command = cudatx_line(env, (*_words(mode, check_path), "--repair"), uv=uv)
         verdict = "safe" if plan.repair.safe else "its --dry-run checks it with their wheels"
         out.append(f"{lead} it with `{command}`, which then reinstalls {names} ({verdict})")
     return tuple(out)
@@ -187,7 +194,6 @@ def check_file(
         committed=before is not None,
         plan=plan,
         blame=blame,
-        fix=_fix(path, plan, blame, mode, ("--python", env.target.prefix, *planning.uv_options))
-        if not plan.safe
-        else (),
+        fix=_fix(env, path, plan, blame, mode, planning.uv_options) if not plan.safe else (),
+        command=cudatx_line(env, _words(mode, path), uv=planning.uv_options),
     )

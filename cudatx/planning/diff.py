@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import Set
 
+from cudatx.analysis import frameworks, observed
 from cudatx.analysis.broken import already_broken
 from cudatx.analysis.cuda import cuda_major_of_file, mixed_majors
-from cudatx.analysis.ownership import byte_owners, same_bytes
+from cudatx.analysis.ownership import byte_owners, same_bytes, system_package
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Evidence, Resolution
 from cudatx.paths import soname_stem
@@ -26,6 +27,7 @@ from cudatx.planning.models import (
     Plan,
     Preexisting,
     Rebound,
+    TraceRun,
     name_version,
 )
 from cudatx.planning.requirements import requirements_diff
@@ -33,9 +35,10 @@ from cudatx.planning.simulate import arrivals, record_keys
 
 
 def _edges(env: Environment) -> dict[tuple[str, str, str, Evidence], Resolution]:
-    """Every need of every root, keyed the same way before and after a change."""
+    """Every need of every root and of every traced run's process, keyed the same way
+    before and after a change."""
     out: dict[tuple[str, str, str, Evidence], Resolution] = {}
-    for load in env.loads:
+    for load in (*env.loads, *env.observed):
         for r in load.resolutions:
             name = env.keys(r.name) if "/" in r.name else r.name
             out.setdefault((env.keys(load.root), env.keys(r.needed_by), name, r.evidence), r)
@@ -55,17 +58,20 @@ def _dist_of(env: Environment, path: str, arriving: set[str] | None = None) -> s
 
 
 def _reason(env: Environment, before: Resolution, after: Resolution, removed: set[str]) -> str:
-    owners = _owner_names(env, before.path)
-    deleting = [o for o in owners if o in removed]
-    staying = [o for o in owners if o not in removed]
+    owners = env.owners_of(before.path) if before.path else ()
+    deleting = [d.name for d in owners if d.name in removed]
+    staying = [d for d in owners if d.name not in removed]
+    # Where the loader then finds another file that fails glibc's checks, its message too.
+    then = f"; then {after.detail}" if after.missing and after.detail else ""
     if deleting and staying:
-        stay = ", ".join(staying)
+        stay = ", ".join(d.name for d in staying)
+        lists = ", ".join(f"{d.name}'s {d.listing_name}" for d in staying)
         return (
-            f"deleted with {', '.join(deleting)}; {stay}'s RECORD lists the same path "
-            f"(shared path), so {stay} would be left hollow"
+            f"deleted with {', '.join(deleting)}; {lists} lists the same path "
+            f"(shared path), so {stay} would be left hollow{then}"
         )
     if deleting:
-        return f"deleted with {', '.join(deleting)}"
+        return f"deleted with {', '.join(deleting)}{then}"
     if after.missing:  # found, but without a version or symbol it had before
         return after.detail or "a version or symbol is missing"
     return f"no longer found: {after.detail or after.status.value}"
@@ -89,7 +95,10 @@ def diff(
     written = arrivals(env, (*installing, *restaged)).keys()
     removed = {d.name for d in removing} - {d.name for d in reinstalling} - arriving
     old = _edges(env)
-    new = old if after.loads is env.loads else _edges(after)  # not replayed: the same
+    # Not replayed (cudatx.planning.simulate): the same. Both tuples are compared, for an
+    # environment without extension modules has the one empty tuple before and after.
+    replayed = after.loads is not env.loads or after.observed is not env.observed
+    new = _edges(after) if replayed else old
     # An import that already failed cannot be broken by the plan: its needs are not blamed.
     failed_before = {env.keys(ld.root) for ld in env.loads if not ld.ok}
     broken: dict[tuple[str, str, Evidence], tuple[Broken, list[str]]] = {}
@@ -117,6 +126,7 @@ def diff(
                         reason=_reason(env, b, a, removed),
                         roots=(),
                         missing=a.missing,
+                        system_package=system_package(after, a.path) if a.missing else None,
                     ),
                     [],
                 )
@@ -191,6 +201,7 @@ def diff(
                         else f"a new need after rebinding: {a.detail or a.status.value}",
                         roots=(),
                         missing=a.missing,
+                        system_package=system_package(after, a.path) if a.missing else None,
                     ),
                     [],
                 ),
@@ -205,6 +216,7 @@ def diff(
         if not was.ok:
             continue
         if not load.ok:
+            run = frameworks.run_of(after, load)
             first = next(
                 (
                     r
@@ -213,16 +225,30 @@ def diff(
                 ),
                 None,
             )
+            if first is None and run is not None:  # a hand load, or the root's own dlopen
+                first = next(
+                    (r for r in load.resolutions if r.status not in MET and r.evidence.decisive),
+                    None,
+                )
             broken_roots.append(
                 BrokenRoot(
                     root=load.root,
                     dist=_dist_of(env, load.root),
-                    first_missing=os.path.basename(first.name) if first else "a preload",
+                    first_missing=os.path.basename(first.cause or first.name)
+                    if first
+                    else "a preload",
                     detail=first.detail if first and first.missing else None,
+                    framework=run.label if run is not None else None,
+                    context=load.context,
                 )
             )
     requirements = requirements_diff(env, after)
-    notes: list[str] = []
+    # First: the verdict line of a plan unsafe for a reason of its notes says the last one.
+    notes = [
+        f"{t.record.label} (trace {t.id}) is stale: {t.stale}; its loads are not counted"
+        for t in env.traces
+        if t.stale is not None
+    ]
     if no_deps:
         # uv was told to install only what is named: what those need is the user's to meet.
         own = {d.name for d in installing}
@@ -232,8 +258,15 @@ def diff(
         requirements = [r for r in requirements if r.dist not in own]
     if not check_requirements:
         requirements = []
+    traced = observed.by_root(env)
     every = [
-        b.model_copy(update={"roots": tuple(sorted(set(roots)))}) for b, roots in broken.values()
+        b.model_copy(
+            update={
+                "roots": tuple(sorted({r for r in roots if r not in traced})),
+                "traces": tuple(sorted({traced[r].id for r in roots if r in traced})),
+            }
+        )
+        for b, roots in broken.values()
     ]
     edges = tuple(b for b in every if b.evidence.decisive)
     at_risk = tuple(b for b in every if not b.evidence.decisive)
@@ -246,7 +279,9 @@ def diff(
     preexisting = tuple(
         Preexisting(kind=p.code, what=p.what) for p in already_broken(env, mixed=was_mixed)
     )
+    contexts = frameworks.changes(env, after)
     safe = not edges and not broken_roots and not requirements and not mixed
+    safe = safe and not any(c.breaks for c in contexts)
     safe = safe and not (strict and at_risk)
     return Plan(
         at_risk=at_risk,
@@ -254,6 +289,7 @@ def diff(
         left_hollow=_left_hollow(env, removing, reinstalling, written),
         overwritten=_overwritten(env, after, (*removing, *reinstalling), installing, written),
         mixed=mixed,
+        contexts=contexts,
         prefix=env.target.prefix,
         safe=safe,
         remove=tuple(name_version(d) for d in removing),
@@ -267,6 +303,17 @@ def diff(
         preexisting=preexisting,
         repair=None,
         notes=tuple(notes),
+        traces=tuple(
+            TraceRun(
+                id=t.id,
+                command=t.record.command_line,
+                created=t.record.created,
+                label=t.record.label,
+                exit_code=t.record.exit_code,
+                stale=t.stale,
+            )
+            for t in env.traces
+        ),
     )
 
 

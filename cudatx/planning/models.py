@@ -6,7 +6,8 @@ Their JSON is a documented contract (README.md, "The plan as JSON").
 from __future__ import annotations
 
 from cudatx.analysis.cuda import Mixed
-from cudatx.models import Distribution, Evidence, Frozen, Status
+from cudatx.analysis.frameworks import ContextChange
+from cudatx.models import Distribution, Evidence, Frozen, Status, SystemPackage
 
 SCHEMA_VERSION = 1
 MET = (Status.RESOLVED, Status.SYSTEM)  # the statuses of a need that is met
@@ -28,6 +29,11 @@ class Broken(Frozen):
     roots: tuple[str, ...]
     # versions ("`V'") and symbols ("S", "S@V") the provider found lacks (glibc's checks)
     missing: tuple[str, ...] = ()
+    # the system package (dpkg, rpm) of the file found after the change, where it lacks
+    # them: what would have to change, and cudatx never changes it
+    system_package: SystemPackage | None = None
+    # the traced runs (`cudatx trace`) that loaded it, by id (`Plan.traces` names them)
+    traces: tuple[str, ...] = ()
 
 
 class BrokenRoot(Frozen):
@@ -35,6 +41,10 @@ class BrokenRoot(Frozen):
     dist: str | None
     first_missing: str
     detail: str | None = None  # glibc's message where a version or a symbol fails
+    # A framework's run-time root: who loads it ("onnxruntime's CUDA provider") and in
+    # which context (cudatx.analysis.frameworks); None for an import.
+    framework: str | None = None
+    context: str | None = None
 
 
 class Rebound(Frozen):
@@ -48,6 +58,17 @@ class Rebound(Frozen):
     provider_after_owners: tuple[str, ...]  # owners whose RECORD hash matches them)
     cuda_major_before: int | None
     cuda_major_after: int | None
+
+
+class TraceRun(Frozen):
+    """A traced run the plan read (`cudatx trace`): its loads count while it is fresh."""
+
+    id: str
+    command: str  # as a shell reads it
+    created: str  # ISO 8601, UTC
+    label: str  # "the traced run `CMD` (2026-12-02 14:00 UTC)"
+    exit_code: int
+    stale: str | None  # why its loads are not counted; None: counted
 
 
 class RequirementBroken(Frozen):
@@ -87,10 +108,14 @@ class Plan(Frozen):
     # would break, on weak evidence only (a soname-shaped string in .rodata): listed as "may
     # fail at run time", counted in `safe` only with `strict`
     at_risk: tuple[Broken, ...] = ()
+    # contexts a framework's run-time root loaded in before and not after (one that breaks
+    # makes the plan unsafe; one the change removes, torch's, is said, not counted)
+    contexts: tuple[ContextChange, ...] = ()
     strict: bool = False
     preexisting: tuple[Preexisting, ...]
     repair: Repair | None  # a repair that would help, when the plan does not include it
     notes: tuple[str, ...]
+    traces: tuple[TraceRun, ...] = ()  # the traced runs read, fresh (counted) and stale
 
 
 def name_version(dist: Distribution) -> NameVersion:

@@ -13,7 +13,8 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from cudatx.analysis.ownership import Ownership
+from cudatx.analysis.commands import conda_command
+from cudatx.analysis.ownership import Ownership, conda_record_of
 from cudatx.discover.confinement import Withheld, withheld
 from cudatx.environment import Environment
 from cudatx.models import Distribution
@@ -48,7 +49,27 @@ def _repairs(
         for owner in b.provider_owners:
             if owner not in removed:
                 names.setdefault(owner)
-    return tuple(d for d in env.distributions if d.name in names)
+    # uv cannot reinstall what conda installed: conda_notes says how conda would.
+    return tuple(
+        d for d in env.distributions if d.name in names and conda_record_of(env, d) is None
+    )
+
+
+def _conda_notes(env: Environment, plan: Plan) -> tuple[str, ...]:
+    """For each conda package the change leaves hollow: cudatx does not repair it; conda's
+    own command restores its files."""
+    out = []
+    for left in plan.left_hollow:
+        dist = env.distribution(left.name)
+        record = conda_record_of(env, dist) if dist is not None else None
+        if record is None:
+            continue
+        out.append(
+            f"{left.name} {left.version} would be left hollow; cudatx never changes conda's "
+            f"packages: after the change, {conda_command(env, 'install', record, exact=True)}"
+            " restores its files"
+        )
+    return tuple(out)
 
 
 def plan_change(
@@ -64,7 +85,7 @@ def plan_change(
     # RECORD entries uv is not given (outside, a folder, empty...) are named (cudatx.txn.confine).
     names = {p.name for p in plan.reinstall}
     touched = (*removing, *(d for d in env.distributions if d.name in names))
-    notes = _withheld_note(withheld(touched, env.target.prefix))
+    notes = _withheld_note(withheld(touched, env.target.prefix)) + _conda_notes(env, plan)
     return plan.model_copy(update={"notes": plan.notes + notes}) if notes else plan
 
 

@@ -26,7 +26,9 @@ def requirements_diff(env: Environment, after: Environment) -> list[RequirementB
         stays = dist.metadata_dir in staying and dist.name not in changed
         # What stays is met or not as before, but where it names what changed.
         reading = naming(dist, changed) if stays else dist
-        for name, text, specifier in parsed(reading, markers, {} if stays else memo):
+        # The extras taken as installed before the change stay asked for after it.
+        extras = (env.extras or {}).get(dist.name, ())
+        for name, text, specifier in parsed(reading, markers, {} if stays else memo, extras):
             if (dist.name, text) in before:
                 continue
             if why_unmet(name, specifier, new) is not None:

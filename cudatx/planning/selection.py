@@ -9,7 +9,7 @@ from packaging.utils import canonicalize_name
 from cudatx.analysis.cuda import cuda_major_of_dist
 from cudatx.environment import Environment
 from cudatx.errors import NotInEnvironment, UsageError
-from cudatx.models import Distribution
+from cudatx.models import CONDA_PREFIX, Distribution
 
 _GLOB = set("*?[")
 
@@ -30,13 +30,21 @@ def _cuda(env: Environment, spec: str) -> list[Distribution]:
 def _one(env: Environment, spec: str) -> list[Distribution]:
     if spec.lower().startswith("cuda:"):
         return _cuda(env, spec)
+    if spec.lower().startswith(CONDA_PREFIX):  # a conda record, by conda's own name
+        wanted = spec[len(CONDA_PREFIX) :].lower()
+        return [d for d in env.distributions if d.conda is not None and d.conda.name == wanted]
     if _GLOB & set(spec):
         # Names compare canonical (PEP 503), so the pattern is lowered and its separators
         # unified the same way; the glob characters themselves survive.
         pattern = spec.lower().replace("_", "-").replace(".", "-")
         return [d for d in env.distributions if fnmatch.fnmatchcase(d.name, pattern)]
     name = canonicalize_name(spec)
-    return [d for d in env.distributions if d.name == name]
+    found = [d for d in env.distributions if d.name == name]
+    # A name no wheel has may be a conda package's (`cudnn`): found, so that it is refused
+    # with the conda command rather than called absent.
+    return found or [
+        d for d in env.distributions if d.conda is not None and d.conda.name == spec.lower()
+    ]
 
 
 def select(

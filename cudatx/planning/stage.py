@@ -63,10 +63,13 @@ def parse_dry_run(output: str) -> UvPlan:
     return UvPlan(tuple(leaving), tuple(arriving))
 
 
-def ask_uv(uv: str, prefix: str, command: str, args: Sequence[str]) -> UvPlan:
-    """`uv pip COMMAND --dry-run ARGS` for the environment at `prefix`: what would change."""
+def ask_uv(
+    uv: str, prefix: str, command: str, args: Sequence[str], options: Sequence[str]
+) -> UvPlan:
+    """`uv pip COMMAND --dry-run OPTIONS ARGS` for the environment at `prefix`: what would
+    change."""
     with _no_new_lock_file(prefix):
-        output = run_uv(uv, [*pip_argv(command, prefix, "--dry-run"), *args])
+        output = run_uv(uv, [*pip_argv(command, prefix, "--dry-run", options=options), *args])
     return parse_dry_run(output)
 
 
@@ -114,8 +117,8 @@ def stage(
 def _stage(
     uv: str, prefix: str, arriving: Sequence[Arrival], folder: str, options: Sequence[str]
 ) -> None:
-    argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps")
-    run_uv(uv, [*argv, *options, *(a.spec for a in arriving)])
+    argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", options=options)
+    run_uv(uv, [*argv, *(a.spec for a in arriving)])
 
 
 def relocate(dist: Distribution, site: str) -> Distribution:

@@ -36,7 +36,7 @@ def to_text(checks: list[FileCheck], sites: tuple[str, ...]) -> str:
             else:
                 state = "this change" if b.edited else "unchanged since the last commit"
             lines.append(f"  {b.change} {b.name} <- line {b.line} ({state}): {b.text}")
-        body = render_plan.to_text(check.plan, f"cudatx {check.mode} {check.path}", sites)
+        body = render_plan.to_text(check.plan, check.command, sites)
         lines += ["  " + ln for ln in body.rstrip("\n").splitlines()]
         lines += [f"  fix: {f}" for f in check.fix]
     return "\n".join(lines) + ("\n" if lines else "")

@@ -1,4 +1,7 @@
-"""`cudatx graph` as JSON (node-link), Graphviz DOT, GraphML or a Mermaid flowchart.
+"""`cudatx graph` as a text tree (for people at a terminal), JSON (node-link), Graphviz DOT,
+GraphML or a Mermaid flowchart. The owner whose bytes are on disk of a file several RECORDs
+list is marked in each: `*` in the tree, a bold blue `owns (bytes on disk)` edge in DOT, a
+thick `owns (bytes on disk)` arrow in Mermaid, `effective: true` in JSON and GraphML.
 
 Pure functions of the graph: nodes sorted by id and edges by (source, target, attributes),
 so the same environment always renders to the same text.
@@ -14,7 +17,8 @@ from typing import Any
 import networkx as nx
 
 SCHEMA_VERSION = 1
-FORMATS = ("json", "dot", "graphml", "mermaid")
+FORMATS = ("text", "json", "dot", "graphml", "mermaid")
+EFFECTIVE = "owns (bytes on disk)"
 
 _DOT_SHAPES = {
     "distribution": "box",
@@ -63,6 +67,8 @@ def _node_label(node: str, data: dict[str, Any]) -> str:
 def _edge_label(data: dict[str, Any]) -> str:
     kind = str(data.get("kind", ""))
     detail = ""
+    if kind == "owns" and data.get("effective"):
+        return EFFECTIVE
     if kind == "needs":
         detail = str(data.get("evidence", ""))
     elif kind == "resolves":
@@ -115,6 +121,8 @@ def to_dot(graph: nx.MultiDiGraph) -> str:
             attrs.append("color=red, style=dashed")
         if data.get("kind") == "requires" and data.get("satisfied") is False:
             attrs.append("color=red")
+        if data.get("kind") == "owns" and data.get("effective"):
+            attrs.append("color=blue, penwidth=2, fontcolor=blue")
         lines.append(f"  {_dot_quote(source)} -> {_dot_quote(target)} [{', '.join(attrs)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -165,13 +173,100 @@ def to_mermaid(graph: nx.MultiDiGraph) -> str:
         lines.append(f"  {ids[node]}{opening}{label}{closing}{style}")
     for source, target, data in edges:
         arrow = "-.->" if data.get("status", "resolved") != "resolved" else "-->"
+        if data.get("kind") == "owns" and data.get("effective"):
+            arrow = "==>"
         label = _mermaid_text(_edge_label(data))
         lines.append(f"  {ids[source]} {arrow}|{label}| {ids[target]}")
     lines.append("  classDef missing stroke:#c00,color:#c00")
     return "\n".join(lines) + "\n"
 
 
+# -- text -----------------------------------------------------------------------------------
+
+
+def _owners_text(graph: nx.MultiDiGraph, node: str) -> str:
+    owners = []
+    for source, _, data in sorted(graph.in_edges(node, data=True), key=lambda e: e[0]):
+        if data.get("kind") == "owns":
+            name = _node_label(source, graph.nodes[source])
+            owners.append(name + ("*" if data.get("effective") else ""))
+    return f" [{', '.join(owners)}]" if owners else ""
+
+
+def to_text(graph: nx.MultiDiGraph) -> str:
+    """A tree, as pipdeptree prints one: each distribution, its files, and under each file
+    what it needs and the file that provides it, with that file's owners (`*`: whose bytes
+    are on disk, where several RECORDs list it); requires edges last under their
+    distribution; then the files no distribution in the graph lists."""
+    nodes, edges = _sorted(graph)
+    kinds = {node: str(data.get("kind", "")) for node, data in nodes}
+    out: dict[str, list[Edge]] = {}
+    for edge in edges:
+        out.setdefault(edge[0], []).append(edge)
+    lines: list[str] = []
+
+    def file_lines(node: str, indent: str) -> None:
+        lines.append(f"{indent}{_node_label(node, graph.nodes[node])}{_owners_text(graph, node)}")
+        # One entry per name: a name needed on two counts (libcublas.so.12 names
+        # libcublasLt.so.12 in DT_NEEDED and is known to dlopen it) is one need, each count
+        # said beside it where it is not DT_NEEDED alone.
+        evidence: dict[str, list[str]] = {}
+        for _, soname, need in out.get(node, []):
+            if need.get("kind") == "needs":
+                evidence.setdefault(soname, []).append(str(need.get("evidence", "")))
+        for soname, counts in evidence.items():
+            providers = [e for e in out.get(soname, []) if e[2].get("kind") == "resolves"]
+            label = _node_label(soname, graph.nodes[soname])
+            if counts != ["DT_NEEDED"]:
+                label += f" ({', '.join(c for c in counts if c)})"
+            if not providers:
+                lines.append(f"{indent}  needs {label}")
+            # One line per provider, with every way it was found (one per load root).
+            hows: dict[str, list[str]] = {}
+            for _, target, resolved in providers:
+                how = str(resolved.get("how") or resolved.get("status") or "")
+                hows.setdefault(target, [])
+                if how and how not in hows[target]:
+                    hows[target].append(how)
+            for target, found in hows.items():
+                data = graph.nodes[target]
+                if data.get("kind") == "missing":  # its status is the whole answer
+                    lines.append(f"{indent}  needs {label}: {data.get('status', 'not found')}")
+                    continue
+                lines.append(
+                    f"{indent}  needs {label} -> {_node_label(target, data)}"
+                    f"{_owners_text(graph, target)}" + (f" ({', '.join(found)})" if found else "")
+                )
+
+    owned: set[str] = set()
+    for node, data in nodes:
+        if kinds[node] != "distribution":
+            continue
+        lines.append(_node_label(node, data))
+        for _, target, attrs in out.get(node, []):
+            if attrs.get("kind") == "owns":
+                owned.add(target)
+                file_lines(target, "  ")
+        for _, target, attrs in out.get(node, []):
+            if attrs.get("kind") == "requires":
+                spec = str(attrs.get("specifier") or "any version")
+                unmet = ", unmet" if attrs.get("satisfied") is False else ""
+                lines.append(
+                    f"  requires {_node_label(target, graph.nodes[target])} ({spec}{unmet})"
+                )
+
+    loose = [n for n, _ in nodes if kinds[n] == "file" and n not in owned]
+    if loose:
+        lines.append("(files no distribution here lists)")
+        for node in loose:
+            file_lines(node, "  ")
+    if any(data.get("effective") for _, _, data in edges):
+        lines.append("* whose bytes are on disk, of a file several RECORDs list")
+    return "\n".join(lines) + "\n"
+
+
 _RENDERERS: dict[str, Callable[[nx.MultiDiGraph], str]] = {
+    "text": to_text,
     "json": to_json,
     "dot": to_dot,
     "graphml": to_graphml,

@@ -1,13 +1,20 @@
-"""`cudatx history` and `history show`: the transactions recorded for an environment."""
+"""`cudatx history` and `history show`: the transactions recorded for an environment, as
+text for people and as JSON."""
 
 from __future__ import annotations
 
 import json
+import shlex
+from typing import Any
 
-from cudatx.txn.journal import Journal
+from cudatx.txn.journal import Journal, Package, State
+
+SCHEMA_VERSION = 1
 
 
-def to_text(journals: list[Journal]) -> str:
+def to_text(journals: list[Journal], prefix: str | None = None) -> str:
+    if not journals:
+        return f"No transactions recorded for {prefix or 'this environment'}.\n"
     lines = [
         f"{j.id}  {j.created}  {j.state.value:<12}  {j.changes} changes  {j.command}"
         for j in journals
@@ -15,5 +22,69 @@ def to_text(journals: list[Journal]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def show(journal: Journal) -> str:
+def _summary(journal: Journal) -> dict[str, Any]:
+    return {
+        "id": journal.id,
+        "created": journal.created,
+        "state": journal.state.value,
+        "command": journal.command,
+        "changes": journal.changes,
+        "remove": [p.model_dump() for p in journal.remove],
+        "install": [p.model_dump() for p in journal.install],
+        "reinstall": [p.model_dump() for p in journal.reinstall],
+        "error": journal.error,
+        "pruned": journal.pruned,
+    }
+
+
+def to_json(journals: list[Journal], prefix: str) -> str:
+    """The list `history` prints, one object per transaction (`history show ID --json` has
+    each one's whole journal)."""
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "prefix": prefix,
+        "transactions": [_summary(j) for j in journals],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def show_json(journal: Journal) -> str:
     return json.dumps(journal.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def _packages(verb: str, sign: str, packages: tuple[Package, ...]) -> list[str]:
+    if not packages:
+        return []
+    noun = "package" if len(packages) == 1 else "packages"
+    return [f"{verb} {len(packages)} {noun}", *(f" {sign} {p.name}=={p.version}" for p in packages)]
+
+
+def show(journal: Journal) -> str:
+    """One transaction for a person: what it changed, each step, how it ended, the command
+    that undoes it."""
+    lines = [
+        f"Transaction {journal.id}: {journal.state.value}",
+        f"  command      {journal.command}",
+        f"  environment  {journal.prefix}",
+        f"  started      {journal.created}",
+    ]
+    plan = journal.plan
+    if plan:
+        lines.append(
+            f"  plan         {'safe' if plan.get('safe') else 'unsafe (applied with --force)'}"
+        )
+    if journal.error:
+        lines.append(f"  error        {journal.error}")
+    if journal.pruned:
+        lines.append(f"  snapshot     freed by `cudatx history prune` ({journal.pruned})")
+    lines += _packages("Uninstalled", "-", journal.remove)
+    lines += _packages("Installed", "+", journal.install)
+    lines += _packages("Reinstalled", "~", journal.reinstall)
+    if journal.steps:
+        lines.append("Steps:")
+        lines += [f"  {step.time}  {step.state.value}" for step in journal.steps]
+    if journal.state is State.COMMITTED and not journal.pruned:
+        undo = shlex.join(["cudatx", "rollback", journal.id, "--python", journal.prefix])
+        lines.append(f"Undo with: {undo}")
+    lines.append("(--json prints the whole journal, the plan included)")
+    return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cudatx.paths import display_path as shown
-from cudatx.planning.models import Broken, NameVersion, Plan, Rebound
+from cudatx.planning.models import Broken, NameVersion, Plan, Rebound, TraceRun
 
 _SHOWN_NAMES = 4  # a group of rebinds names this many sonames, then counts the rest
 
@@ -35,6 +35,10 @@ def verdict(plan: Plan) -> str:
         )
     if plan.requirements_broken:
         parts.append(_count(len(plan.requirements_broken), "requirement") + " would be unmet")
+    if any(c.breaks for c in plan.contexts):
+        parts.append(
+            _count(sum(c.breaks for c in plan.contexts), "framework context") + " would break"
+        )
     if plan.strict and plan.at_risk:
         parts.append(_count(len({b.soname for b in plan.at_risk}), "run-time load") + " may fail")
     if not parts and plan.notes:
@@ -61,13 +65,17 @@ def _packages(plan: Plan) -> list[str]:
         lines.append(f"Would change {_count(len(changed), 'package')}")
         lines.extend(f" ~ {old.name} {old.version} -> {new.version}" for old, new in changed)
     section("install", added, "+")
-    section("reinstall", list(plan.reinstall), "-", " (--no-deps, restoring their own files)")
+    # ` ~ `, as uv marks a reinstall and as the summary of the apply does: the package stays.
+    section("reinstall", list(plan.reinstall), "~", " (--no-deps, restoring their own files)")
     if not lines:
         lines.append("Would uninstall 0 packages")
     return lines
 
 
-def _broken(by_soname: dict[str, list[Broken]], sites: tuple[str, ...]) -> list[str]:
+def _broken(
+    by_soname: dict[str, list[Broken]], sites: tuple[str, ...], runs: tuple[TraceRun, ...] = ()
+) -> list[str]:
+    labels = {run.id: run.label for run in runs}
     lines = []
     for soname, group in sorted(by_soname.items()):
         lines.append(f"  {soname}")
@@ -79,6 +87,12 @@ def _broken(by_soname: dict[str, list[Broken]], sites: tuple[str, ...]) -> list[
             owners = ", ".join(first.provider_owners) or "no distribution"
             lines.append(f"    was {shown(first.provider, sites)} [{owners}]")
         lines.append(f"    {first.reason}")
+        if first.system_package is not None:
+            lines.append(
+                f"    the file found is {first.system_package}'s, which cudatx never changes"
+            )
+        traced = dict.fromkeys(t for b in group for t in b.traces)
+        lines += [f"    loaded by {labels.get(t, f'trace {t}')} (trace {t})" for t in traced]
     return lines
 
 
@@ -129,17 +143,39 @@ def _rebinds(rebound: tuple[Rebound, ...], sites: tuple[str, ...]) -> list[str]:
     return lines
 
 
+def _contexts(plan: Plan) -> list[str]:
+    """One line per context change; CuPy's many modules, alike, in one."""
+    groups: dict[tuple[str, str, bool | None, tuple[str, ...]], list[str]] = defaultdict(list)
+    for c in plan.contexts:
+        groups[(c.framework, c.context, c.after, c.still)].append(c.sentence())
+    lines = []
+    for (framework, context, _, _), said in groups.items():
+        if len(said) > 3:
+            lines.append(
+                f"  {len(said)} run-time roots of {framework}, {context}: {said[0]} (and alike)"
+            )
+        else:
+            lines += [f"  {s}" for s in said]
+    return lines
+
+
 def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
     """`command` is the cudatx command line that made the plan, without --dry-run."""
     lines = [verdict(plan), *_packages(plan)]
     if plan.broken or plan.broken_roots:
         lines.append("Would break:")
-        lines += _broken(_grouped(plan.broken), sites)
+        lines += _broken(_grouped(plan.broken), sites, plan.traces)
         for r in plan.broken_roots:
+            what = f"import of {shown(r.root, sites)}"
+            if r.framework is not None:  # a framework's run-time root (README, "Frameworks")
+                what = f"{r.framework} ({shown(r.root, sites)}) {r.context}"
             lines.append(
-                f"  import of {shown(r.root, sites)} [{r.dist or '-'}] would fail: "
+                f"  {what} [{r.dist or '-'}] would fail: "
                 + (r.detail or f"{r.first_missing} not found")
             )
+    if plan.contexts:
+        lines.append('Frameworks\' contexts (README, "Frameworks"):')
+        lines += _contexts(plan)
     if plan.at_risk:
         counted = "counted: --strict" if plan.strict else "not counted without --strict"
         lines.append(f"May fail at run time (named only by strings in .rodata; {counted}):")

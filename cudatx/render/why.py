@@ -14,14 +14,52 @@ def to_json(report: WhyReport) -> str:
 
 
 class _Paths:
-    """Paths as the loader opened them, relative to their site folder: never folded, since
-    `a/link/../b` is where the loader looked."""
+    """Paths relative to their site folder. Given as the loader opened them, they are not
+    folded (`a/link/../b` is where the loader looked: the search lines show that); a file
+    found is shown by its key instead, its folders resolved (`Route.file`, `Needer.file`),
+    which --json keeps beside the opened path."""
 
     def __init__(self, sites: tuple[str, ...]) -> None:
         self.sites = sites
 
     def __call__(self, path: str | None) -> str:
         return display_path(path, self.sites, resolve=False)
+
+
+def _major(route: Route) -> str:
+    return f"CUDA {route.cuda_major}" if route.cuda_major is not None else "no CUDA major known"
+
+
+def answer(report: WhyReport, sites: tuple[str, ...]) -> str:
+    """The first line: the file the loader maps, whose bytes they are, their CUDA major,
+    and how it was found (or why nothing is)."""
+    short = _Paths(sites)
+    if report.answer is None:
+        return f"{report.query}: nothing in this environment loads it"
+    route = report.routes[report.answer]
+    needers = len(route.needed_by)
+    if route.status is not Status.RESOLVED:
+        count = f"{needers} object{'s' * (needers != 1)}"
+        line = f"{short(route.name)} {route.status.value} for {count}: {route.detail}"
+        if route.system_package is not None:  # the file that would have to change
+            line += f" ({short(route.file)} is from {route.system_package})"
+        return line
+    owner = route.effective_owner
+    if owner is not None:
+        whose = f"bytes of {owner.name} {owner.version}"
+    elif route.owners:
+        whose = "bytes that match no RECORD listing it"
+    elif route.system_package is not None:
+        whose = f"from {route.system_package}"
+    else:
+        whose = "listed by no distribution"
+    found = _found_by(route, short)
+    if route.needed_by:
+        first = route.needed_by[0]
+        more = f" and {needers - 1} more" if needers > 1 else ""
+        found += f", for {short(first.file or first.object)}{more} ({first.evidence})"
+    name = report.query if report.kind == "soname" else short(route.name)
+    return f"{name} => {short(route.file)} ({whose}, {_major(route)}); by {found}"
 
 
 def _owners(owners: tuple[Owner, ...]) -> str:
@@ -57,31 +95,43 @@ def _attempt_line(a: Attempt, short: _Paths, width: int) -> str:
     return f"    {marker} {label:<{width}}  {short(a.path)}  {outcome}"
 
 
-def _shown(route: Route) -> str | None:
-    """The path as the loader opened it, unless it holds `..`: then the file it reached."""
-    if route.path is not None and ".." not in route.path.split("/"):
-        return route.path
-    return route.file
-
-
-def _route(route: Route, short: _Paths) -> list[str]:
+def _route(route: Route, short: _Paths, verbose: int) -> list[str]:
     lines = []
+    limit = None if verbose else _MAX_NEEDERS
     if route.status is Status.RESOLVED:
-        lines.append(f"{short(route.name)} => {short(_shown(route))}")
+        lines.append(f"{short(route.name)} => {short(route.file)}")
+        if route.path is not None and route.path != route.file:
+            lines.append(f"  opened as  {short(route.path)}")
         lines.append(f"  found by   {_found_by(route, short)}")
         if route.source_distributions:
             lines[-1] += f" [{_owners(route.source_distributions)}]"
         lines.append(f"  listed by  {_owners(route.owners)}")
+        if route.system_package is not None:
+            lines.append(
+                f"  from       {route.system_package} (the system's; cudatx never changes it)"
+            )
+        if route.effective_owner is not None and len(route.owners) > 1:
+            owner = route.effective_owner
+            listing = "conda-meta record's" if owner.kind == "conda" else "RECORD"
+            lines.append(f"  bytes of   {owner.name} {owner.version} (its {listing} hash matches)")
+        if route.cuda_major is not None:
+            lines.append(f"  built for  CUDA {route.cuda_major} ({route.cuda_reason})")
     else:
         lines.append(f"{short(route.name)} {route.status.value}: {route.detail}")
-    for index, needer in enumerate(route.needed_by[:_MAX_NEEDERS]):
+        if route.system_package is not None:
+            lines.append(
+                f"  from       {route.system_package} (the system's; cudatx never changes it)"
+            )
+    for index, needer in enumerate(route.needed_by[:limit]):
         head = "  needed by  " if index == 0 else "             "
+        who = short(needer.file or needer.object)
         lines.append(
-            f"{head}{short(needer.object)} [{_owners(needer.distributions)}] ({needer.evidence})"
+            f"{head}{who} [{_owners(needer.distributions)}] ({needer.role or needer.evidence})"
         )
-    if len(route.needed_by) > _MAX_NEEDERS:
-        lines.append(f"             ... and {len(route.needed_by) - _MAX_NEEDERS} more (--json)")
-    for want in route.wanted:
+    if limit is not None and len(route.needed_by) > limit:
+        lines.append(f"             ... and {len(route.needed_by) - limit} more (-v, --json)")
+    wanted = route.wanted[:limit]
+    for want in wanted:
         what = f"versions {', '.join(want.versions)}"
         if want.symbols:
             what += f" and {want.symbols} symbol{'s' if want.symbols != 1 else ''} of them"
@@ -94,24 +144,27 @@ def _route(route: Route, short: _Paths) -> list[str]:
         lines.append(f"  {short(want.object)} wants {what}: {verdict}")
         for other in want.elsewhere:
             lines.append(f"    {short(other)} has them all")
-    first = route.needed_by[0] if route.needed_by else None
-    if first is not None and first.attempts:
-        lines.append(f"  search, as done for {short(first.object)}:")
-        width = max(len(_how(a.how, a.source, short)) for a in first.attempts)
-        lines.extend(_attempt_line(a, short, width) for a in first.attempts)
+    if len(route.wanted) > len(wanted):
+        lines.append(f"  ... and {len(route.wanted) - len(wanted)} more wanting versions (-v)")
+    # The search as done for the first needer; under -v for every needer.
+    for needer in route.needed_by[: None if verbose else 1]:
+        if not needer.attempts:
+            continue
+        lines.append(f"  search, as done for {short(needer.file or needer.object)}:")
+        width = max(len(_how(a.how, a.source, short)) for a in needer.attempts)
+        lines.extend(_attempt_line(a, short, width) for a in needer.attempts)
     return lines
 
 
-def to_text(report: WhyReport, sites: tuple[str, ...]) -> str:
+def to_text(report: WhyReport, sites: tuple[str, ...], verbose: int = 0) -> str:
+    """The answer in one line, then each route in detail (every needer and every search
+    under `verbose`)."""
     short = _Paths(sites)
     shown = {r.file for r in report.routes if r.file}  # FileFact paths are keyed the same way
-    lines: list[str] = []
+    lines: list[str] = [answer(report, sites)]
     for route in report.routes:
-        if lines:
-            lines.append("")
-        lines.extend(_route(route, short))
-    if not report.routes:
-        lines.append(f"{report.query}: nothing in this environment loads it")
+        lines.append("")
+        lines.extend(_route(route, short, verbose))
     unused = [f for f in report.files if f.path not in shown]
     if unused and report.routes:
         lines.append("")

@@ -10,24 +10,58 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from cudatx.digest import sha256_hex
+from cudatx.discover.conda import conda_meta
 from cudatx.discover.dists import installed_state, reinstall_spec
 from cudatx.environment import Environment
 from cudatx.errors import Busy, CudatxError, InUse, Refused, RolledBack, StoreError
 from cudatx.planning.change import Change, Proposal
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
+from cudatx.trust import identity
 from cudatx.txn import confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
 from cudatx.txn.rollback import refuse_if_interrupted, restore
-from cudatx.txn.store import Store, identity
+from cudatx.txn.store import Store
 from cudatx.txn.touched import PYCACHE, created_folders, uninstalled
 from cudatx.txn.verify import run_verify, verify
 from cudatx.uv import UvOptions, find_uv, pip_argv
 from cudatx.uv import run_uv as run_tied
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One step of an apply as it starts (`done` false) and as it ends: what the CLI shows a
+    person who waits. Names: snapshot, uninstall, install, reinstall, verify, commit."""
+
+    name: str
+    done: bool
+    detail: str = ""  # "3 packages", "12 files"
+    seconds: float = 0.0  # once done
+    output: str = ""  # uv's own output, once a uv step is done
+    failed: bool = False  # done by an error: what follows is the rollback, or the error
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A committed transaction: what it changed, how long each phase took, and what its
+    snapshot holds."""
+
+    id: str
+    folder: str  # the transaction's folder in the store
+    removed: tuple[Package, ...]  # uninstalled and not installed again
+    installed: tuple[Package, ...]  # installed (new, upgraded or downgraded)
+    reinstalled: tuple[Package, ...]  # the same version again (--repair)
+    seconds: tuple[tuple[str, float], ...]  # (phase, seconds), in order
+    snapshot: snapshot.Size
+
+
+def _noop(phase: Phase) -> None:
+    """No one watching (a test, a library caller)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +74,7 @@ class ApplyOptions:
     force: bool = False  # apply even an unsafe plan
     command: str = ""  # the cudatx command line, for the journal
     warn: Callable[[str], None] = field(default=lambda message: None)  # said, not refused
+    progress: Callable[[Phase], None] = _noop  # each phase as it starts and ends
 
 
 def refuse_unsafe(plan: Plan, *, force: bool) -> None:
@@ -88,14 +123,48 @@ def _check_running(paths: list[str], options: ApplyOptions) -> None:
     options.warn(f"{unchecked} ({reason}); they may map files this change takes away")
 
 
+class _Clock:
+    """Each phase told to `progress` as it starts and ends, and its time kept."""
+
+    def __init__(self, progress: Callable[[Phase], None]) -> None:
+        self.progress = progress
+        self.seconds: list[tuple[str, float]] = []
+
+    @contextlib.contextmanager
+    def phase(self, name: str, detail: str = "") -> Iterator[list[str]]:
+        """The phase `name`; what the block appends to the list it gets is told as the
+        phase's output when it ends (uv's own words)."""
+        said: list[str] = []
+        self.progress(Phase(name, done=False, detail=detail))
+        started = time.monotonic()
+        failed = True
+        try:
+            yield said
+            failed = False
+        finally:
+            # A phase ended by an error is told too: its line would stay open, and the next
+            # phase's (the rollback's) would write over it.
+            took = time.monotonic() - started
+            if not failed:
+                self.seconds.append((name, took))
+            self.progress(
+                Phase(name, True, detail, seconds=took, output="".join(said), failed=failed)
+            )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def apply_change(
     env: Environment,
     proposal: Proposal,
     options: ApplyOptions,
     rescan: Callable[[], Environment],
-) -> str:
-    """Carry out a planned change; returns the transaction id. Rolls back on any failure."""
+) -> Applied:
+    """Carry out a planned change. Rolls back on any failure."""
     plan, change = proposal.plan, proposal.change
+    clock = _Clock(options.progress)
     refuse_unsafe(plan, force=options.force)
     store = Store(env.target.prefix)
     uv = find_uv(options.uv)
@@ -103,7 +172,9 @@ def apply_change(
         refuse_if_interrupted(store)
         # The plan was made from a scan taken before the lock: if another change finished
         # since, it describes an environment that is gone (two applies launched together).
-        if installed_state(env.target.site_packages) != env.installed_state:
+        if installed_state(env.target.site_packages, conda_meta(env.target.prefix)) != (
+            env.installed_state
+        ):
             raise Busy(
                 f"{env.target.prefix} changed since this plan was made (another change "
                 "finished meanwhile); plan it again"
@@ -141,9 +212,13 @@ def apply_change(
             for d in env.distributions
         )
         try:
-            _, outside = snapshot.take(
-                store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
-            )
+            with clock.phase("snapshot", _count(len(touched), "file")):
+                saved, outside = snapshot.take(
+                    store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
+                )
+                # Counted now, while the live files still hold their names: a saved file
+                # with more than one name is a hard link.
+                size = snapshot.size(store.txn_dir(txn), saved)
         except Exception:
             # Nothing was changed yet (uv runs only after the snapshot): not interrupted. On a
             # full disk even this may fail; the snapshot's own error is the one to report
@@ -157,13 +232,17 @@ def apply_change(
             # the environment go from the RECORDs first (the snapshot holds the originals).
             withheld = confine.withhold(leaving, env.target.prefix)
             journal.record(withheld=withheld)
-            _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock)
-            verify(plan, change, env, rescan())
-            if options.verify:
-                run_verify(options.verify, env.target.prefix)
+            _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock, clock)
+            with clock.phase("verify", "rescan" + (" and --verify" if options.verify else "")):
+                verify(plan, change, env, rescan())
+                if options.verify:
+                    run_verify(options.verify, env.target.prefix)
         except CudatxError as exc:
-            _roll_back(journal, exc.message)
-            raise RolledBack(f"{exc.message}; the environment was rolled back ({txn})") from None
+            with clock.phase("rollback"):
+                _roll_back(journal, exc.message)
+            raise RolledBack(
+                f"{exc.message}; the environment was rolled back ({txn})", output=exc.output
+            ) from None
         except Exception as exc:
             # A bug of cudatx's own: the environment still goes back, and the bug is reported
             # as one (exit 70), not as a failure of the change.
@@ -173,8 +252,18 @@ def apply_change(
         # What lies outside is none of rollback's business; a .pyc that Python writes again
         # later is no change a rollback must refuse over (restoring it is harmless).
         kept = {p for p in set(touched) - set(outside) if PYCACHE not in p.split(os.sep)}
-        journal.step(State.COMMITTED, after={p: sha256_hex(p) for p in sorted(kept)})
-        return txn
+        with clock.phase("commit"):
+            journal.step(State.COMMITTED, after={p: sha256_hex(p) for p in sorted(kept)})
+        arriving_names = {d.name for d in change.staged}
+        return Applied(
+            id=txn,
+            folder=str(store.txn_dir(txn)),
+            removed=tuple(Package.of(d) for d in change.removing if d.name not in arriving_names),
+            installed=tuple(map(Package.of, change.staged)),
+            reinstalled=tuple(map(Package.of, change.reinstalling)),
+            seconds=tuple(clock.seconds),
+            snapshot=size,
+        )
 
 
 def _roll_back(journal: JournalWriter, error: str) -> None:
@@ -184,7 +273,13 @@ def _roll_back(journal: JournalWriter, error: str) -> None:
 
 
 def _run_uv(
-    journal: JournalWriter, uv: str, prefix: str, change: Change, options: UvOptions, lock: int
+    journal: JournalWriter,
+    uv: str,
+    prefix: str,
+    change: Change,
+    options: UvOptions,
+    lock: int,
+    clock: _Clock,
 ) -> None:
     """uv changes the environment: tied to cudatx (it dies with it) and holding the lock
     with it (a rollback waits until it is gone)."""
@@ -194,20 +289,25 @@ def _run_uv(
 
     if change.removing:
         journal.step(State.UNINSTALLING)
-        run_uv(uv, [*pip_argv("uninstall", prefix), *(d.name for d in change.removing)])
+        with clock.phase("uninstall", _count(len(change.removing), "package")) as said:
+            argv = [*pip_argv("uninstall", prefix), *(d.name for d in change.removing)]
+            said.append(run_uv(uv, argv))
         journal.step(State.UNINSTALLED)
     if change.installing:
         # Exactly what the dry run chose and the plan simulated: pinned, --no-deps.
         journal.step(State.INSTALLING)
         specs = [spec for _, spec in change.installing]
-        run_uv(uv, [*pip_argv("install", prefix, "--no-deps", options=options), *specs])
+        with clock.phase("install", _count(len(specs), "package")) as said:
+            argv = [*pip_argv("install", prefix, "--no-deps", options=options), *specs]
+            said.append(run_uv(uv, argv))
         journal.step(State.INSTALLED)
     if not change.reinstalling:
         return
     journal.step(State.REINSTALLING)
-    for dist in change.reinstalling:
-        argv = pip_argv(
-            "install", prefix, "--no-deps", "--reinstall-package", dist.name, options=options
-        )
-        run_uv(uv, [*argv, reinstall_spec(dist)])
+    with clock.phase("reinstall", _count(len(change.reinstalling), "package")) as said:
+        for dist in change.reinstalling:
+            argv = pip_argv(
+                "install", prefix, "--no-deps", "--reinstall-package", dist.name, options=options
+            )
+            said.append(run_uv(uv, [*argv, reinstall_spec(dist)]))
     journal.step(State.REINSTALLED)

@@ -67,7 +67,7 @@ class Journal(_Model):
     id: str
     command: str  # the cudatx command line, shell-quoted
     prefix: str  # the environment's sys.prefix
-    prefix_id: str | None = None  # its device:inode (store.identity): a copy has another
+    prefix_id: str | None = None  # its device:inode (cudatx.trust.identity): a copy has another
     sites: tuple[str, ...]  # its site folders, where rollback looks for what was added
     created: str
     remove: tuple[Package, ...] = ()

@@ -13,10 +13,11 @@ from packaging.utils import canonicalize_name
 from cudatx.digest import sha256_hex
 from cudatx.discover.confinement import inside
 from cudatx.discover.dists import scan_distributions
-from cudatx.errors import Conflict, Interrupted, StoreError
+from cudatx.errors import Conflict, Interrupted, NothingToRollBack, StoreError, UsageError
+from cudatx.trust import identity, refuse_foreign
 from cudatx.txn import snapshot
 from cudatx.txn.journal import Journal, JournalWriter, State, now
-from cudatx.txn.store import Store, identity, refuse_foreign
+from cudatx.txn.store import Store
 from cudatx.txn.touched import files_of
 
 _LEFTOVER_S = 10.0
@@ -131,13 +132,17 @@ def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
     with store.lock(wait=_LEFTOVER_S):
         ids = store.ids()
         if not ids:
-            raise StoreError(f"no cudatx transaction recorded in {prefix}")
+            raise NothingToRollBack(
+                f"nothing to roll back: no cudatx transaction recorded in {prefix}"
+            )
         if txn is None:
             # The latest transaction, rolled back or not: running rollback twice must not
             # reach for an older one (that takes its ID).
             txn = ids[-1]
         elif txn not in ids:
-            raise StoreError(f"no transaction {txn} in {prefix}; `cudatx history` lists them")
+            # A mistyped ID: the command line's fault (exit 2, as `history show` says it),
+            # not a corrupt store (12).
+            raise UsageError(f"no transaction {txn} in {prefix}; `cudatx history` lists them")
         journal = store.read_journal(txn)
         if journal.state is State.ROLLED_BACK:
             return txn, "already rolled back"

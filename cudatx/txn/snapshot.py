@@ -30,6 +30,7 @@ import shutil
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import Field, ValidationError
 
@@ -38,14 +39,8 @@ from cudatx.discover.confinement import inside
 from cudatx.errors import StoreError
 from cudatx.models import Frozen
 from cudatx.reading import open_regular
-from cudatx.txn.store import (
-    fsync_dir,
-    identity,
-    make_private_dir,
-    read_private,
-    refuse_foreign,
-    write_and_sync,
-)
+from cudatx.trust import identity, read_private, refuse_foreign
+from cudatx.txn.store import fsync_dir, make_private_dir, write_and_sync
 
 SNAPSHOT = "snapshot"
 SNAPSHOT_TMP = "snapshot.tmp"
@@ -313,6 +308,33 @@ def _fill(
             f"cannot write the snapshot in {tmp}: {exc.strerror}", path=str(tmp)
         ) from None
     return snapshot, outside
+
+
+class Size(NamedTuple):
+    """What a snapshot holds: files saved, their bytes, and how many of those bytes are hard
+    links to the live files (no space of their own until the live names go)."""
+
+    files: int
+    bytes: int
+    linked: int
+
+
+def size(txn_dir: Path, snapshot: Snapshot) -> Size:
+    """The size of a snapshot just taken, while the files it saved still have their live
+    names: a saved file with more than one name is a hard link (take saves nothing else
+    with a second name)."""
+    total = linked = count = 0
+    for saved in snapshot.files:
+        if saved.stored is None:
+            continue
+        count += 1
+        total += saved.size
+        try:
+            if os.lstat(_stored_path(txn_dir, saved)).st_nlink > 1:
+                linked += saved.size
+        except OSError:
+            pass  # counted as copied: the size is what the summary is for
+    return Size(count, total, linked)
 
 
 def load(txn_dir: Path) -> Snapshot | None:

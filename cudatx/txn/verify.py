@@ -88,4 +88,7 @@ def run_verify(command: str, prefix: str) -> None:
     if done.returncode != 0:
         lines = [ln for ln in (done.stderr or done.stdout).strip().splitlines() if ln.strip()]
         last = lines[-1] if lines else f"exit status {done.returncode}"
-        raise VerificationFailed(f"--verify {command!r} failed: {last}")
+        # All it said goes with the error (the CLI shows it above the one line): the last
+        # line of a traceback rarely says enough.
+        said = done.stdout + done.stderr
+        raise VerificationFailed(f"--verify {command!r} failed: {last}", output=said)

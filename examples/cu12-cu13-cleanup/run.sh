@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The cu12/cu13 cleanup of design.md section 1, the plain way and the cudatx way, with the
+# The cu12/cu13 cleanup (a CUDA 12 cuDNN, NCCL, cuSPARSELt and NVSHMEM installed over a CUDA
+# 13 torch, then taken out again), the plain way and the cudatx way, with the
 # real wheels: torch 2.14.1 (CUDA 13) and the cu12 cuDNN, NCCL, cuSPARSELt and NVSHMEM
 # wheels installed over it with --no-deps.
 #
@@ -7,8 +8,6 @@
 #
 # Needs: python3 with cudatx installed (python3 -m pip install .), pip able to install
 # torch==2.14.1 and download the nvidia-*-cu12 wheels, and about 12 GB of disk in WORKDIR.
-# `--ignore-running` is passed because in some sandboxes pid 1's memory maps cannot be read,
-# and cudatx never takes an unreadable process as safe.
 set -euo pipefail
 WORK=${1:-$(mktemp -d)}
 UV=$(python3 -c 'from uv import find_uv_bin; print(find_uv_bin())')
@@ -33,7 +32,7 @@ echo "== The cudatx way"
 say cudatx remove "'nvidia-*-cu12'" --dry-run
 python3 -m cudatx remove 'nvidia-*-cu12' --dry-run -p "$WORK/env" 2>&1 || true
 say cudatx remove "'nvidia-*-cu12'" --repair --yes --verify "\"python -c 'import torch'\""
-python3 -m cudatx remove 'nvidia-*-cu12' --repair --yes --ignore-running \
+python3 -m cudatx remove 'nvidia-*-cu12' --repair --yes \
     --verify "python -c 'import torch'" -p "$WORK/env" 2>&1
 say python -c "import torch; print(torch.__version__)"
 "$WORK/env/bin/python" -c "import torch; print(torch.__version__)"

@@ -182,7 +182,11 @@ def test_build_is_deterministic(fx: Fixture) -> None:
 
 
 def test_around_distribution(fx: Fixture) -> None:
-    part = around(fx.graph, "GX_App")  # canonicalised
+    plain = around(fx.graph, "GX_App")
+    # No requires edges unless asked; gx-core stays as the provider of what gx-app needs.
+    assert not _edges(plain, "requires")
+    assert "dist:gx-core" in plain and fx.file("gxcore/lib/libgxcore.so") in plain
+    part = around(fx.graph, "GX_App", requires=True)  # canonicalised
     assert part.number_of_nodes() < fx.graph.number_of_nodes()
     assert {"soname:libgxcore.so", "soname:libgxnowhere.so.1"} <= set(part)
     assert "dist:gx-core" in part  # required: one step away
@@ -200,10 +204,16 @@ def test_around_soname_and_file(fx: Fixture) -> None:
         fx.file("gxcore/lib/libgxcore.so"),
         "dist:gx-core",
     } <= set(part)
+    # Radius 0: the file, and its owners (every co-owner of a shared path is kept).
     assert set(around(fx.graph, "gxcore/lib/libgxcore.so", radius=0)) == {
-        fx.file("gxcore/lib/libgxcore.so")
+        fx.file("gxcore/lib/libgxcore.so"),
+        "dist:gx-core",
     }
-    assert set(around(fx.graph, fx.ext, radius=0)) == {f"file:{fx.ext}", f"soname:{fx.ext}"}
+    assert set(around(fx.graph, fx.ext, radius=0)) == {
+        f"file:{fx.ext}",
+        f"soname:{fx.ext}",
+        "dist:gx-app",
+    }
 
 
 def test_around_unknown_name(fx: Fixture) -> None:

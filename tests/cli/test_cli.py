@@ -22,6 +22,9 @@ import pytest
 from cudatx import __version__
 from tests.support import (
     build_wheel,
+    compile_extension,
+    compile_lib,
+    ext_suffix,
     make_venv,
     site_packages,
     uv_install,
@@ -94,6 +97,72 @@ def test_help_lists_why(tmp_path: Path) -> None:
     assert any(line.split()[:1] == ["why"] for line in commands.splitlines())
 
 
+def test_short_version_and_bare_command(tmp_path: Path) -> None:
+    assert cudatx("-V", cwd=tmp_path).stdout == f"cudatx, version {__version__}\n"
+    bare = cudatx(cwd=tmp_path)
+    # The help, as pip prints it: no usage error for a command not yet chosen.
+    assert bare.returncode == 0, bare.stderr
+    # Only cudatx's own words: click's usage line differs between releases ("COMMAND" in
+    # one, "[COMMAND]" in another) and CI installs the newest.
+    assert bare.stdout.startswith("Usage: cudatx [OPTIONS] ")
+    assert "Commands:" in bare.stdout
+    assert bare.stdout == cudatx("--help", cwd=tmp_path).stdout
+
+
+COMMANDS = [
+    "why",
+    "doctor",
+    "graph",
+    "remove",
+    "install",
+    "sync",
+    "check-requirements",
+    "rollback",
+    "trace",
+    "history",
+    "demo",
+    "completion",
+]
+
+
+def test_help_summaries_whole_with_examples(tmp_path: Path) -> None:
+    done = cudatx("--help", cwd=tmp_path)
+    listed = done.stdout.split("Commands:", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert sorted(line.split()[0] for line in listed if line.strip()) == sorted(COMMANDS)
+    assert not any(line.endswith("...") for line in listed), listed  # never cut
+    assert "CUDATX_CACHE_DIR" in done.stdout and "NO_COLOR" in done.stdout
+    for command in (*COMMANDS, "history show", "history prune"):
+        helped = cudatx(*command.split(), "--help", cwd=tmp_path)
+        assert helped.returncode == 0, helped.stderr
+        examples = helped.stdout.split("Examples:\n", 1)[1]
+        first = examples.splitlines()[0]
+        assert f"cudatx {command.split()[0]}" in first, (command, helped.stdout)
+        assert "--color" in helped.stdout and "--quiet" in helped.stdout
+        # Every command that asks an interpreter about itself says how long it waits.
+        asks = command != "completion"
+        assert ("CUDATX_QUERY_TIMEOUT" in helped.stdout) == asks, (command, helped.stdout)
+
+
+@pytest.mark.parametrize(
+    ("shell", "marker"),
+    [
+        ("bash", "_CUDATX_COMPLETE=bash_complete"),
+        ("zsh", "#compdef cudatx"),
+        ("fish", "_CUDATX_COMPLETE=fish_complete"),
+    ],
+)
+def test_completion_scripts(tmp_path: Path, shell: str, marker: str) -> None:
+    done = cudatx("completion", shell, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert marker in done.stdout
+    # The script calls cudatx back; that protocol answers with the commands.
+    asked = cudatx(
+        cwd=tmp_path,
+        env={"_CUDATX_COMPLETE": "bash_complete", "COMP_WORDS": "cudatx wh", "COMP_CWORD": "1"},
+    )
+    assert asked.returncode == 0 and asked.stdout == "plain,why\n", asked.stdout
+
+
 def test_why_help_documents_python_option(tmp_path: Path) -> None:
     done = cudatx("why", "--help", cwd=tmp_path)
     assert done.returncode == 0
@@ -131,7 +200,7 @@ def test_why_installed_library_by_path(env: Env) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["kind"] == "path"
-    owner = [{"name": "cli-fixture", "version": "1.0"}]
+    owner = [{"name": "cli-fixture", "version": "1.0", "kind": "dist-info"}]
     assert [f["owners"] for f in report["files"]] == [owner]
     (route,) = report["routes"]
     assert route["status"] == "resolved"
@@ -147,7 +216,12 @@ def test_why_installed_library_by_path_text(env: Env) -> None:
     done = cudatx("why", env.lib, "--python", env.venv, cwd=env.work)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == f"{LIB} => clifix/lib/{LIB}"
+    # The answer first, in one line: the file, whose bytes, CUDA major, how it was found.
+    assert lines[0] == (
+        f"{LIB} => clifix/lib/{LIB} (bytes of cli-fixture 1.0, no CUDA major known); "
+        f"by rpath of clifix/{env.ext.name}, for clifix/{env.ext.name} (DT_NEEDED)"
+    )
+    assert lines[2] == f"{LIB} => clifix/lib/{LIB}"
     assert "  listed by  cli-fixture 1.0" in lines
     assert any(ln.startswith("  found by   rpath of clifix/_ext") for ln in lines)
 
@@ -161,6 +235,37 @@ def test_why_installed_library_by_soname(env: Env) -> None:
     assert (route["status"], route["how"]) == ("resolved", "rpath")
     assert route["source"] == str(env.ext)
     assert [o["name"] for o in route["owners"]] == ["cli-fixture"]
+
+
+def test_why_says_who_loaded_a_reused_copy_in_each_process(tmp_path: Path) -> None:
+    """libuser.so finds libshared.so already loaded in two processes, mapped first by a
+    different object in each (pk.a's extension in one, libmid in the other): two answers,
+    each with its own mapper (one route, with the first process's mapper, told the other
+    wrongly; a framework's XLA plugin was told it reused what torch/__init__.py preloaded
+    in torch's process)."""
+    build = tmp_path / "build"
+    shared = compile_lib(build / "libshared.so", soname="libshared.so")
+    user = compile_lib(build / "libuser.so", soname="libuser.so", needed=[shared], rpath="$ORIGIN")
+    mid = compile_lib(build / "libmid.so", soname="libmid.so", needed=[shared], rpath="$ORIGIN")
+    # Breadth-first: a's extension maps libshared itself before libuser asks; in b's
+    # process libmid maps it (on the level libuser asks from, and first).
+    ext_a = compile_extension(build / "a", "_ext", needed=[shared, user], rpath="$ORIGIN/../lib")
+    ext_b = compile_extension(build / "b", "_ext", needed=[mid, user], rpath="$ORIGIN/../lib")
+    files = {f"pk/{p}__init__.py": b"" for p in ("", "a/", "b/")}
+    files |= {f"pk/a/_ext{ext_suffix()}": ext_a, f"pk/b/_ext{ext_suffix()}": ext_b}
+    files |= {f"pk/lib/{lib.name}": lib for lib in (shared, user, mid)}
+    wheel = build_wheel(tmp_path / "wheels", "reuse", "1.0", files, tag="py3-none-linux_x86_64")
+    venv = make_venv(tmp_path / "venv")
+    uv_install(venv, [wheel])
+    done = cudatx("why", "libshared.so", "--python", venv, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    routes = json.loads(done.stdout)["routes"]
+    mapped = {
+        os.path.relpath(r["earlier"]["needed_by"], site_packages(venv))
+        for r in routes
+        if r["how"] == "already loaded" and r["needed_by"][0]["object"].endswith("/libuser.so")
+    }
+    assert mapped == {f"pk/a/_ext{ext_suffix()}", "pk/lib/libmid.so"}, routes
 
 
 # -------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+import shlex
 import stat
 import subprocess
 import zipfile
@@ -215,6 +216,46 @@ def test_doctor_reports_what_the_state_holds(compiled: tuple[Path, DemoEnv]) -> 
     assert report["unprovided"] == []
     init_py = site / "torch" / "__init__.py"
     assert f"torch preload list: read from {init_py}" in report["notes"]
+
+
+def test_demo_prints_commands_that_run_as_printed(tmp_path: Path) -> None:
+    """`cudatx demo`: every command it shows names the demo's environment, shell-quoted, and
+    its suggestion finds the demo's wheels: pasted elsewhere, with another venv active, the
+    repair it suggests is planned for the demo and is safe."""
+    keep = tmp_path / "demo; kept"
+    shown = cudatx("demo", "--keep", keep, cwd=tmp_path, hide=_DROP)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    venv = str(keep / "venv")
+    commands = [shlex.split(ln[2:]) for ln in lines if ln.startswith("$ ")]
+    assert [c[:2] for c in commands] == [
+        ["cudatx", "doctor"],
+        ["cudatx", "why"],
+        ["cudatx", "remove"],
+        ["cudatx", "remove"],
+        ["cudatx", "trace"],
+        ["cudatx", "remove"],
+    ]
+    assert all(c[c.index("--python") + 1] == venv for c in commands)
+    # The plug-in only a run loads: safe to remove by what the files say, unsafe once the
+    # run is traced, which the plan names.
+    plugin_before, traced, plugin_after = shown.stdout.split("\n$ ")[4:7]
+    assert plugin_before.splitlines()[1].startswith("Safe:")
+    assert "recorded as trace" in traced
+    assert plugin_after.splitlines()[1].startswith("Unsafe: 1 library would not load.")
+    assert "loaded by the traced run `python -c 'import cudatx_demo_plugin;" in plugin_after
+    (suggested,) = [ln for ln in lines if ln.startswith("Suggested: ")]
+    pasted = shlex.split(suggested.removeprefix("Suggested: ").split("  (")[0])
+    wheels = str(keep / "wheels")
+    assert pasted == [
+        *("cudatx", "remove", CU13, "--python", venv, "--offline", "--find-links", wheels),
+        *("--dry-run", "--repair"),
+    ]
+    other = tmp_path / "other"
+    other.mkdir()
+    done = cudatx(*pasted[1:], cwd=other, hide=_DROP, env={"VIRTUAL_ENV": str(other)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("Safe:") and f" - {CU13}==" in done.stdout, done.stdout
 
 
 def test_uninstalling_cu13_leaves_cu12_hollow_and_torch_broken(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ readelf (and objdump for the raw DT_FLAGS_1 value) is the oracle for every field
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -14,8 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from cudatx.digest import symbol_key, unpack_keys
+from cudatx.elf import reader
+from cudatx.elf.exports import Definitions, Hashed, Table, gnu_hash
 from cudatx.elf.reader import read_elf, read_object, read_symbols, rodata_sonames
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, VersionNeed
@@ -230,17 +234,54 @@ def readelf_symbols(path: str) -> tuple[set[str], set[str], set[str]]:
     return strong, weak, exact
 
 
+def exports_both_ways(path: str | Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Table, Hashed]:
+    """What the object defines read into sets, and asked through its DT_GNU_HASH table."""
+    monkeypatch.setattr(reader, "HASHED_FROM", 1 << 62)
+    table = reader.read_exports(str(path))
+    monkeypatch.setattr(reader, "HASHED_FROM", 0)
+    hashed = reader.read_exports(str(path))
+    monkeypatch.undo()
+    assert isinstance(table, Table) and isinstance(hashed, Hashed)
+    return table, hashed
+
+
+def answers(exports: Definitions, names: set[bytes]) -> tuple[set[bytes], set[bytes]]:
+    """Which of `names` ("name" or "name@V") a reference binds to in `exports`."""
+    versioned = {n: n.partition(b"@")[0] for n in names if b"@" in n}
+    return exports.bind_plain({n for n in names if b"@" not in n}), exports.bind_versioned(
+        versioned
+    )
+
+
+def _asked(table: Table, path: str | Path) -> set[bytes]:
+    """Names to ask an object about: what it defines, under every version it has and one it
+    has not, what it references, and names it does not have at all."""
+    defined = table.plain | table.loose | {k.partition(b"@")[0] for k in table.exact}
+    versions = {k.partition(b"@")[2] for k in table.exact} | {b"NO_SUCH_VERSION_1.0"}
+    refs = {os.fsencode(n) for n, _, _ in read_symbols(str(path)).references()}
+    asked = defined | refs | {b"no_such_symbol", b"", b"_ZN3c104cuda9SetDeviceEi"}
+    return asked | {n + b"@" + v for n in defined | refs for v in versions}
+
+
 @pytest.mark.parametrize("path", _system_libraries())
-def test_system_library_symbols_match_readelf(path: str) -> None:
+def test_system_library_symbols_match_readelf(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     symbols = read_symbols(path)
     refs = {f"{n}@{v}" if v else n for n, v, _ in symbols.references()}
     weak = {w.rsplit("@", 1)[0] if w.count("@") == 2 else w for w in symbols.weak_undefined}
     strong, readelf_weak, exact = readelf_symbols(path)
     assert (refs, weak) == (strong, readelf_weak)
-    assert unpack_keys(symbols.exact) == {symbol_key(k) for k in exact}
     # Each versioned reference names the file its version is needed from.
     files = {need.file for need in read_elf(path).version_needs}
     assert {f for _, v, f in symbols.references() if v} <= files
+    # What it defines, read into sets and asked through its hash table: the same answers,
+    # and every versioned definition readelf lists among them.
+    table, hashed = exports_both_ways(path, monkeypatch)
+    assert table.exact == {k.encode() for k in exact}
+    asked = _asked(table, path)
+    assert answers(table, asked) == answers(hashed, asked)
+    assert hashed.bind_versioned({k.encode(): k.partition("@")[0].encode() for k in exact}) == {
+        k.encode() for k in exact
+    }
 
 
 def readelf_definitions(path: str | Path) -> set[str]:
@@ -258,7 +299,9 @@ def readelf_definitions(path: str | Path) -> set[str]:
     return out
 
 
-def test_unversioned_library_symbols_match_readelf(tmp_path: Path) -> None:
+def test_unversioned_library_symbols_match_readelf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Defined, weak, protected, hidden, TLS and common kinds; strong and weak references;
     # "bar" is a tail of "foo_bar", which the link editor stores once.
     source = (
@@ -271,13 +314,16 @@ def test_unversioned_library_symbols_match_readelf(tmp_path: Path) -> None:
         "int use(void) { return needed_elsewhere() + (maybe ? maybe() : 0) + secret(); }\n"
     )
     lib = _cc(tmp_path / "libplain.so", source)
+    exports = reader.read_exports(str(lib))
+    assert isinstance(exports, Table) and exports.exact == frozenset()
+    assert exports.plain == exports.loose == {n.encode() for n in readelf_definitions(lib)}
+    assert {b"bar", b"foo_bar", b"soft", b"guarded", b"per_thread"} <= exports.plain
+    assert b"secret" not in exports.plain
+    table, hashed = exports_both_ways(lib, monkeypatch)
+    asked = _asked(table, lib)
+    assert answers(table, asked) == answers(hashed, asked)
+    assert hashed.bind_plain({b"bar", b"secret", b"needed_elsewhere", b"maybe"}) == {b"bar"}
     symbols = read_symbols(str(lib))
-    assert symbols.loose is None and symbols.exact == ""
-    assert unpack_keys(symbols.plain) == {symbol_key(n) for n in readelf_definitions(lib)}
-    assert {symbol_key(n) for n in ("bar", "foo_bar", "soft", "guarded", "per_thread")} <= (
-        unpack_keys(symbols.plain)
-    )
-    assert symbol_key("secret") not in unpack_keys(symbols.plain)
     strong, weak, _ = readelf_symbols(str(lib))
     assert set(symbols.undefined) == strong and "needed_elsewhere" in strong
     assert set(symbols.weak_undefined) == weak and "maybe" in weak
@@ -365,6 +411,48 @@ def test_read_object_names_py_init(libs: dict[str, Path]) -> None:
     assert inits == ("PyInit_foo",)
     assert info == read_elf(str(libs["ext"]))
     assert read_object(str(libs["dep"]))[1] == ()
+
+
+@pytest.mark.parametrize("style", ["gnu", "sysv"])
+def test_py_init_is_the_one_the_file_name_asks_exported(tmp_path: Path, style: str) -> None:
+    # Python dlsyms PyInit_<what comes before the first dot>: defined and visible, in the
+    # hash table (GNU) or, without one, named in the string table (SysV).
+    source = (
+        "void PyInit_foo(void) {}\n"
+        '__attribute__((visibility("hidden"))) void PyInit_hid(void) {}\n'
+        "extern void PyInit_ext(void);\nvoid use(void) { PyInit_ext(); }\n"
+    )
+    flags = [f"-Wl,--hash-style={style}", "-Wl,--allow-shlib-undefined"]
+    ext = _cc(tmp_path / "foo.cpython-311-x86_64-linux-gnu.so", source, *flags)
+    assert read_object(str(ext))[1] == ("PyInit_foo",)
+    for other in ("bar.abi3.so", "hid.so"):  # another name asks another PyInit
+        os.link(ext, tmp_path / other)
+        assert read_object(str(tmp_path / other))[1] == ()
+    if style == "gnu":
+        os.link(ext, tmp_path / "ext.so")  # only referenced, never defined here
+        assert read_object(str(tmp_path / "ext.so"))[1] == ()
+
+
+def test_a_cached_probe_is_not_taken_for_a_hard_link_of_another_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cudatx import cache as cache_module
+    from cudatx.cache import open_cache
+    from cudatx.loader.fileview import FileView
+
+    monkeypatch.setattr(cache_module, "RACY_NS", 0)  # files written just now are kept
+    ext = _cc(tmp_path / "foo.cpython-311-x86_64-linux-gnu.so", "void PyInit_foo(void) {}\n")
+    os.link(ext, tmp_path / "bar.so")
+    environ = {"CUDATX_CACHE_DIR": str(tmp_path / "cache")}
+    first = open_cache(environ)
+    assert first is not None
+    assert FileView(first).inits(str(ext)) == ("PyInit_foo",)
+    first.close()
+    second = open_cache(environ)
+    assert second is not None and second.get_file("elf", os.stat(ext)) is not None
+    assert FileView(second).inits(str(tmp_path / "bar.so")) == ()
+    assert FileView(second).inits(str(ext)) == ("PyInit_foo",)
+    second.close()
 
 
 def _reason(path: Path) -> str:
@@ -589,3 +677,47 @@ def test_rodata_sonames_of_cudnn() -> None:
     adv = _oracle_check(lib / "libcudnn_adv.so.9")
     assert "libcuda.so.1" in adv
     assert any(re.fullmatch(r"libcublasLt\.so\.\d+", name) for name in adv)
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # each example sets it anew
+)
+@given(
+    pieces=st.lists(
+        st.sampled_from(
+            [b"lib", b"foo", b".so", b".1", b".", b"\0", b"/", b" ", b"x", b"-", b"%d", b"lib_a"]
+        ),
+        max_size=60,
+    ),
+    window=st.integers(min_value=1, max_value=12),
+)
+def test_rodata_windows_find_what_one_pass_finds(
+    pieces: list[bytes], window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # .rodata is scanned in windows cut after a byte outside a name: the names found are the
+    # ones a scan of the whole section finds, wherever the cuts fall.
+    data = b"".join(pieces)
+    whole = list(dict.fromkeys(m.group() for m in reader._RODATA_SONAME.finditer(data)))
+    monkeypatch.setattr(reader, "_WINDOW", window)
+    found: dict[bytes, None] = {}
+    for part in reader._name_windows(io.BytesIO(data), 0, len(data)):
+        found.update(dict.fromkeys(m.group() for m in reader._RODATA_SONAME.finditer(part)))
+    assert list(found) == whole
+
+
+def test_gnu_hash_is_dl_new_hash() -> None:
+    # Known answers (the GNU hash's own examples: "" and "printf"), and every length's
+    # parity: the lookup hashes two bytes a step.
+    assert gnu_hash(b"") == 5381 and gnu_hash(b"printf") == 0x156B2BB8
+
+    def slow(name: bytes) -> int:
+        h = 5381
+        for c in name:
+            h = (h * 33 + c) & 0xFFFFFFFF
+        return h
+
+    for name in (b"a", b"ab", b"\xff\xfe\x00", bytes(range(256)), b"_ZN3c104cuda9SetDeviceEi"):
+        assert gnu_hash(name) == slow(name)

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.analysis.doctor import DoctorReport, diagnose, reinstall_command
+from cudatx.analysis.commands import reinstall_command
+from cudatx.analysis.doctor import DoctorReport, diagnose
 from cudatx.analysis.why import explain
 from cudatx.demo.build import torch_init_py
 from cudatx.discover.catalog import load_catalog
@@ -500,6 +501,21 @@ def test_an_extension_loads_after_torch_where_its_package_imports_torch(
     assert_agrees(torch_users, load, seen)
     preloads = {r.needed_by for r in load.resolutions if r.evidence is Evidence.PRELOAD}
     assert bool(preloads) == loads  # torch/__init__.py's preloads are part of this import
+
+
+def test_an_installed_library_no_search_reaches_is_said_so(torch_users: Venv) -> None:
+    """plainuser's extension fails for libnvJitLink.so.12, which nvidia-nvjitlink-cu12
+    installs: doctor says where it is and that no search reaches it, never that nothing
+    here lists it (that sends a user to install what is there)."""
+    (problem,) = [p for p in torch_users.report.problems if p.code == "missing-library"]
+    assert problem.what == "libnvJitLink.so.12 is not found where it is looked for"
+    assert problem.why == (
+        "nvidia-nvjitlink-cu12 installs it at nvidia/nvjitlink/lib/libnvJitLink.so.12, but "
+        "no search that asks for it reaches that folder"
+    )
+    assert problem.consequences == (
+        f"importing plainuser/_ext{EXT} would fail: libnvJitLink.so.12 not found",
+    )
 
 
 def test_failing_preload_is_swallowed_by_torch(failing_preload: Venv) -> None:

@@ -22,6 +22,8 @@ from cudatx.analysis.doctor import diagnose
 from cudatx.analysis.problems import Problem
 from cudatx.analysis.why import explain
 from cudatx.demo.build import torch_init_py
+from cudatx.elf import reader
+from cudatx.elf.exports import Hashed, Table
 from cudatx.environment import Environment
 from cudatx.loader.process import LoadResult
 from cudatx.models import Evidence, Status
@@ -184,6 +186,67 @@ def _scenarios(w: _World) -> None:
     w.ext("fx-llp", "llv", {"calls": ["f2"]}, needed=[link], runpath="$ORIGIN/lib")
 
 
+def padding(count: int) -> str:
+    """`count` exported data symbols (pad_0 ...), written as assembly: a C file of that many
+    functions takes cc ten times longer."""
+    lines = [".data"] + [
+        f".globl pad_{i}\\n.type pad_{i},@object\\npad_{i}: .long {i}" for i in range(count)
+    ]
+    return '__asm__("' + "\\n".join(lines) + '\\n");\n'
+
+
+# Objects that hash this many symbols are asked through their DT_GNU_HASH table, not read
+# whole (cudatx.elf.reader.HASHED_FROM); these fixtures are that large.
+BIG = reader.HASHED_FROM + 100
+
+
+def _big(w: _World) -> None:
+    # The lookups of a library too large to read whole (libtorch_cpu's size, cut down): a
+    # symbol it has, one it lost, and a versioned one whose node is there but not it.
+    link = w.linkonly("libbig.so", functions("hb_present", "hb_gone"))
+    w.lib("fx-big", "big/lib/libbig.so", functions("hb_present") + padding(BIG))
+    w.ext("fx-big", "bigok", {"calls": ["hb_present"]}, needed=[link], runpath="$ORIGIN/../big/lib")
+    w.ext("fx-big", "bigmiss", {"calls": ["hb_gone"]}, needed=[link], runpath="$ORIGIN/../big/lib")
+    script = "V1 { global: hv1; pad_*; local: *; };\nV2 { global: hv2; } V1;\n"
+    link = w.linkonly("libbigv.so", functions("hv1", "hv2"), script)
+    w.lib(
+        "fx-big",
+        "bigv/lib/libbigv.so",
+        functions("hv1", "hv3") + padding(BIG),
+        "V1 { global: hv1; pad_*; local: *; };\nV2 { global: hv3; } V1;\n",
+    )
+    w.ext("fx-big", "bigv1", {"calls": ["hv1"]}, needed=[link], runpath="$ORIGIN/../bigv/lib")
+    w.ext("fx-big", "bigv2", {"calls": ["hv2"]}, needed=[link], runpath="$ORIGIN/../bigv/lib")
+
+
+def _pinned(w: _World, out: Path) -> list[Path]:
+    """An extension built for release 1.0 of its provider, installed beside 2.0, which lost
+    a symbol it uses: its Requires-Dist pins 1.0 (as torchvision 0.28.0 pins torch 2.13.0).
+    And a full copy of usym's library that another distribution installs where usym2's
+    search does not look."""
+    b = w.build / "pinned"
+    link = w.linkonly("libcore.so", functions("core_old", "core_kept"))
+    core = compile_lib(
+        b / "core/lib/libcore.so", soname="libcore.so", source=functions("core_kept")
+    )
+    source = ext_source("_ext", calls=["core_old"])
+    ext = compile_extension(
+        b / "coreext", "_ext", source=source, needed=[link], runpath="$ORIGIN/../core/lib"
+    )
+    full = compile_lib(b / "usfull/lib/libus.so", soname="libus.so", source=functions("h", "k"))
+    return [
+        build_wheel(out, "fx-core", "2.0", {"core/__init__.py": b"", "core/lib/libcore.so": core}),
+        build_wheel(
+            out,
+            "fx-coreext",
+            "1.0",
+            {"coreext/__init__.py": b"", f"coreext/_ext{EXT}": ext},
+            requires=["fx-core==1.0"],
+        ),
+        build_wheel(out, "fx-usfull", "1.0", {"usfull/lib/libus.so": full}),
+    ]
+
+
 def _torch(w: _World, out: Path) -> list[Path]:
     """A fake torch whose libcudart (loaded with RTLD_GLOBAL by its preloads) defines a
     symbol torch._C uses without any DT_NEEDED path to it; `gluser` uses it without torch."""
@@ -249,7 +312,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     root = tmp_path_factory.mktemp("symbols")
     w = _World(root / "build")
     _scenarios(w)
-    wheels = w.wheels(root / "wheels") + _torch(w, root / "wheels")
+    _big(w)
+    wheels = w.wheels(root / "wheels") + _torch(w, root / "wheels") + _pinned(w, root / "wheels")
     venv = make_venv(root / "venv")
     uv_install(venv, wheels)
     return World(venv, site_packages(venv), scan(str(venv), ld_library_path=None))
@@ -293,6 +357,11 @@ CASES = {
     "nover": None,
     "loca": None,
     "llv": None,
+    "bigok": None,
+    "bigmiss": "undefined symbol: hb_gone",
+    "bigv1": None,
+    "bigv2": "undefined symbol: hv2, version V2",
+    "coreext": "undefined symbol: core_old",
 }
 
 
@@ -304,6 +373,12 @@ def test_import_verdict_and_message_are_glibcs(world: World, package: str) -> No
     if expected is not None:
         assert real is not None and expected in real
     assert predicted(_load(world.env, package)) == real
+
+
+def test_the_large_providers_are_asked_through_their_hash_tables(world: World) -> None:
+    for rel in ("big/lib/libbig.so", "bigv/lib/libbigv.so"):
+        assert isinstance(world.env.view.exports(str(world.site / rel)), Hashed)
+    assert isinstance(world.env.view.exports(str(world.site / "vsym/lib/libvs.so")), Table)
 
 
 def test_rtld_local_roots_do_not_see_each_other(world: World) -> None:
@@ -374,6 +449,9 @@ def test_doctor_reports_each_failure_with_glibcs_message(world: World) -> None:
         "locb": "missing-symbol",
         "gluser": "missing-symbol",
         "opsnew": "missing-symbol",
+        "bigmiss": "missing-symbol",
+        "bigv2": "missing-symbol",
+        "coreext": "missing-symbol",
     }
     for package in failing - {"opsnew"}:
         message = predicted(_load(world.env, package))
@@ -383,6 +461,17 @@ def test_doctor_reports_each_failure_with_glibcs_message(world: World) -> None:
     ].what == "vnode/lib/libvn.so (fx-vnode 1.0) lacks version `V2', needed by " + (
         f"vnode/_ext{EXT}"
     )
+
+
+def test_doctor_fixes_an_extension_built_for_another_release(world: World) -> None:
+    # Its Requires-Dist names the release that has the symbol: the fix installs it.
+    problem = _problems(world.env)["coreext"]
+    assert "fx-coreext 1.0 requires fx-core==1.0" in problem.why
+    assert problem.fix is not None and "install fx-core==1.0" in problem.fix
+    # Without such a pin, no fix is made up; a copy elsewhere that has it is named.
+    usym2 = _problems(world.env)["usym2"]
+    assert usym2.fix is None
+    assert "usfull/lib/libus.so (fx-usfull 1.0) has it" in usym2.why
 
 
 def test_doctor_names_both_files_of_an_ld_library_path_shadow(world: World) -> None:

@@ -7,6 +7,7 @@ cuDNN installed last, so its bytes are the ones on disk at the shared paths.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -83,6 +84,39 @@ def test_a_partial_file_is_an_install_and_quiet_when_safe(
     done = _check(venv, wheels, str(requirements))
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+    # The command the check planned is `install -r FILE` (the file is no SPEC), for this env.
+    (check,) = json.loads(_check(venv, wheels, str(requirements), "--json").stdout)["files"]
+    assert check["command"] == shlex.join(
+        ["cudatx", "install", "-r", str(requirements), "--python", str(venv), *_links(wheels)]
+    )
+
+
+def test_printed_commands_run_as_printed(venv: Path, wheels: Wheels, tmp_path: Path) -> None:
+    """The plan's suggestion and the fix name the environment and the wheels the check used,
+    shell-quoted: pasted into a shell with another venv active, elsewhere, they plan the same
+    change (issue 12: a suggestion without --python planned for cudatx's own venv)."""
+    from tests.support.precommit_story import freeze
+
+    folder = tmp_path / "a folder; with $pace"
+    folder.mkdir()
+    requirements = folder / "requirements.txt"
+    kept = [
+        ln for ln in freeze(venv).splitlines() if not ln.startswith((f"{CU12}==", f"{CU12} @ "))
+    ]
+    requirements.write_text("\n".join(kept) + "\n")
+    done = _check(venv, wheels, str(requirements), "--mode", "sync")
+    assert done.returncode == FINDINGS, done.stderr
+    planned = ["sync", str(requirements), "--python", str(venv), *_links(wheels)]
+    (suggested,) = [ln for ln in done.stdout.splitlines() if "Suggested: " in ln]
+    command = shlex.split(suggested.split("Suggested: ")[1].split("  (")[0])
+    assert command == ["cudatx", *planned, "--dry-run", "--repair"]
+    (fix,) = [ln for ln in done.stdout.splitlines() if "fix: " in ln and "--repair" in ln]
+    assert shlex.split(fix.split("`")[1]) == ["cudatx", *planned[:2], "--repair", *planned[2:]]
+    other = tmp_path / "other"
+    other.mkdir()
+    pasted = cudatx(*command[1:], cwd=other, env={"VIRTUAL_ENV": str(other)})
+    assert pasted.returncode == 0, pasted.stderr
+    assert pasted.stdout.startswith("Safe:"), pasted.stdout
 
 
 def test_no_environment_skips_or_fails_as_asked(tmp_path: Path) -> None:

@@ -73,6 +73,7 @@ LINUX_REQ = 'Needed_Lib>=1.0; sys_platform == "linux"'
 # The plan's JSON contract (README, `cudatx remove SPEC... --dry-run`): exactly these keys.
 PLAN_KEYS = {
     "schema_version",
+    "contexts",
     "prefix",
     "safe",
     "remove",
@@ -91,6 +92,7 @@ PLAN_KEYS = {
     "preexisting",
     "repair",
     "notes",
+    "traces",
 }
 
 
@@ -363,6 +365,7 @@ def plan_of(venv: Path, *args: str | os.PathLike[str], cwd: Path, rc: int) -> di
         and not plan["broken_roots"]
         and not plan["requirements_broken"]
         and not plan["mixed"]
+        and not plan["contexts"]
         and not (plan["strict"] and plan["at_risk"])
     )
     assert rc == (0 if plan["safe"] else 1)
@@ -910,7 +913,7 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
         "Would uninstall 1 package",
         f" - {CU12}=={CU12_VERSION}",
         "Would reinstall 1 package (--no-deps, restoring their own files)",
-        f" - {CU13}=={CU13_VERSION}",
+        f" ~ {CU13}=={CU13_VERSION}",  # it stays: uv's mark of a reinstall, not a removal's
     ]
     # cu13's own bytes go back over cu12's: the rebinds to them, one line for all eight
     # libraries of the shared folder (the extension's need and cuDNN's own loads)

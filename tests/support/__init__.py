@@ -11,7 +11,8 @@ through it); :mod:`.ext_world` (one library, one extension, one wheel, one venv)
 tests' trap) and :mod:`.pure_world` (two pure-Python wheels and a sentinel outside the venv,
 for the hardening tests) build the environments tests share; :mod:`.torch_env` is the real torch
 environment of the slow tests; :mod:`.precommit_story` the pre-commit story; :mod:`.digest`
-a tree's digest; :mod:`.paths` where the checkout and tests/data are.
+a tree's digest; :mod:`.paths` where the checkout and tests/data are; :mod:`.conda` conda
+packages installed into a prefix as conda's link step leaves them, with real records.
 """
 
 from .cbuild import (

@@ -8,11 +8,13 @@ cannot get torch the tests are skipped, saying why.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -20,29 +22,54 @@ import pytest
 TORCH = "2.14.1"
 
 
+def built_once(path: Path, build: Callable[[Path], str]) -> None:
+    """Make sure the folder `path` is built: `build(path)` fills it and returns what to
+    write in its completion mark, `path/.cudatx-complete`; a folder without the mark is
+    half-built and is removed first.
+
+    Under an exclusive lock (`.NAME.lock` beside it): several pytest runs share these
+    folders, and two that build one at once remove each other's files while pip writes
+    them (a torch environment came out with nvidia-cudnn-cu13 hollow so). The second waits,
+    then finds the mark."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the run dies
+        done = path / ".cudatx-complete"
+        if done.exists():
+            return
+        shutil.rmtree(path, ignore_errors=True)
+        mark = build(path)
+        done.write_text(mark)
+
+
 def torch_env(version: str = TORCH) -> Path:
     """~/.cache/cudatx-tests/torch-VERSION (for 2.14.1: CUDATX_TEST_TORCH_ENV if set)."""
     default = Path.home() / ".cache" / "cudatx-tests" / f"torch-{version}"
     override = os.environ.get("CUDATX_TEST_TORCH_ENV") if version == TORCH else None
     path = Path(override or default)
-    done = path / ".cudatx-complete"
-    if done.exists():
-        return path
-    shutil.rmtree(path, ignore_errors=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+
+    def build(path: Path) -> str:
+        subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+        pip_install_or_skip(path, [f"torch=={version}"], built=path)
+        return f"torch=={version}\n"
+
+    built_once(path, build)
+    return path
+
+
+def pip_install_or_skip(env: Path, specs: Sequence[str], *, built: Path) -> None:
+    """`pip install -q SPECS` into the environment at `env`; where pip fails, the folder
+    `built` (the half-made environment) is removed and the test skipped with pip's last line."""
     pip = subprocess.run(
-        [str(path / "bin" / "python"), "-m", "pip", "install", "-q", f"torch=={version}"],
+        [str(env / "bin" / "python"), "-m", "pip", "install", "-q", *specs],
         capture_output=True,
         text=True,
         check=False,
     )
     if pip.returncode != 0:
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(built, ignore_errors=True)
         tail = (pip.stderr or pip.stdout).strip().splitlines()[-1:] or ["no output"]
-        pytest.skip(f"pip could not install torch=={version}: {tail[0]}")
-    done.write_text(f"torch=={version}\n")
-    return path
+        pytest.skip(f"pip could not install {' '.join(specs)}: {tail[0]}")
 
 
 def download_wheels(names: list[str], folder: Path, *, deps: bool = False) -> list[Path]:
@@ -116,3 +143,29 @@ def local_store() -> Path | None:
             if Path(part).is_dir():
                 return Path(part)
     return None
+
+
+FRAMEWORKS = (
+    "jax-cuda13-plugin[with-cuda]==0.10.2",
+    "jax-cuda13-pjrt==0.10.2",
+    "onnxruntime-gpu[cuda,cudnn]==1.31.1",
+    "cupy-cuda13x==14.2.0",
+)
+
+
+def frameworks_env() -> Path:
+    """~/.cache/cudatx-tests/frameworks-15: a copy of the torch 2.14.1 environment with the
+    real JAX CUDA 13 plugin, onnxruntime-gpu and cupy-cuda13x installed by pip from the
+    package index (their own nvidia wheels resolved beside torch's); built once, then reused.
+    Where pip cannot get them the tests are skipped, saying why."""
+    path = Path.home() / ".cache" / "cudatx-tests" / "frameworks-15"
+
+    def build(path: Path) -> str:
+        pristine = torch_env()
+        path.mkdir(parents=True)
+        env = copy_env(pristine, path)
+        pip_install_or_skip(env, FRAMEWORKS, built=path)
+        return "\n".join(FRAMEWORKS) + "\n"
+
+    built_once(path, build)
+    return path / "env"

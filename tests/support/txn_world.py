@@ -274,10 +274,14 @@ def assert_same(before: dict[str, Entry], after: dict[str, Entry]) -> None:
 
 
 def journals(v: Venv) -> list[dict[str, object]]:
+    """The journals of the recorded transactions, oldest first. A transaction is a folder
+    that holds a journal.json (cudatx.txn.store.Store.ids): a test that polls while an
+    apply starts can see its folder made a moment before its first journal is written."""
     folder = v.store / "transactions"
     if not folder.is_dir():
         return []
-    return [json.loads((t / "journal.json").read_text()) for t in sorted(folder.iterdir())]
+    found = [t / "journal.json" for t in sorted(folder.iterdir())]
+    return [json.loads(j.read_text()) for j in found if j.exists()]
 
 
 def record_mismatches(v: Venv, name: str, version: str) -> list[str]:

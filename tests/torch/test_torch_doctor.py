@@ -72,9 +72,11 @@ def test_healthy_torch_has_no_error(pristine: Path) -> None:
     assert any("read from" in note for note in report["notes"])
     why = _cudatx("why", "libnvJitLink.so.13", "--python", str(pristine))
     assert why.returncode == 0
-    cusparse = why.stdout.split("libnvJitLink.so.13 => ")[2]
+    # The route of cuSPARSE's DT_NEEDED: already loaded, by torch's preload.
+    (cusparse,) = [
+        b for b in why.stdout.split("\n\n") if "needed by  nvidia/cu13/lib/libcusparse" in b
+    ]
     assert "preloaded by torch/__init__.py" in cusparse
-    assert "libcusparse.so.12" in cusparse
     cuda = _cudatx("why", "libcuda.so.1", "--python", str(pristine), "--json")
     assert {r["status"] for r in json.loads(cuda.stdout)["routes"]} == {"system driver"}
 
@@ -113,6 +115,20 @@ def test_the_trap_step_by_step(trapped: Path, cudnn_cu12_wheel: Path) -> None:
     assert report["fixes"] == [mixed["fix"]]
     assert "remove nvidia-cudnn-cu12 --repair" in mixed["fix"]
     assert report["verdict"].startswith("1 error: ")
+
+    # `why` answers in its first line whose bytes torch maps, and for which CUDA major.
+    why = _cudatx("why", "libcudnn.so.9", "--python", str(trapped))
+    assert why.returncode == 0, why.stderr
+    first = why.stdout.splitlines()[0]
+    assert first.startswith(
+        "libcudnn.so.9 => nvidia/cudnn/lib/libcudnn.so.9 (bytes of nvidia-cudnn-cu12 "
+    ), first
+    assert ", CUDA 12); by " in first, first
+    answer = json.loads(_cudatx("why", "libcudnn.so.9", "--python", str(trapped), "--json").stdout)
+    route = answer["routes"][answer["answer"]]
+    assert route["effective_owner"]["name"] == "nvidia-cudnn-cu12"
+    assert route["cuda_major"] == 12
+    assert sorted(o["name"] for o in route["owners"]) == ["nvidia-cudnn-cu12", "nvidia-cudnn-cu13"]
 
     # The user's fix of design.md section 1: uninstall the cu12 one. cu13 is left hollow.
     removal = subprocess.run(

@@ -184,6 +184,9 @@ def test_doctors_fixes_run_as_printed_cure_a_copy(
     assert isinstance(fixes, list) and len(fixes) == 1, fixes  # one cudatx command cures it
     (fix,) = fixes
     assert fix.startswith("cudatx remove ") and " --repair " in fix and "--yes" in fix
+    # Every error is of that one cause: the builds swapped in, or what they lack (torch
+    # 2.14.1's libtorch_cuda uses NCCL symbols the CUDA 12 NCCL 2.27 does not define).
+    assert all(p["removes"] for p in report["problems"] if p["severity"] == "error"), report
     store = local_store()
     environ = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     environ["PATH"] = os.pathsep.join(

@@ -253,7 +253,17 @@ def test_repair_commits_then_rollback_restores(venv: Venv) -> None:
     assert line.startswith(txn)
     assert " committed " in line
     assert line.endswith(shlex.join(repair_args(venv)) + f" --python {venv.path}")
+    listed_json = json.loads(run(venv, "history", "--json").stdout)
+    [entry] = listed_json["transactions"]
+    assert (entry["id"], entry["state"], entry["changes"]) == (txn, "committed", 2)
     shown = run(venv, "history", "show", txn)
+    assert shown.returncode == 0, shown.stderr
+    # For a person: one field a line, what it changed as uv says it, how to undo it.
+    text = shown.stdout.splitlines()
+    assert text[0] == f"Transaction {txn}: committed"
+    assert f" - {CU12}=={CU12_VERSION}" in text and f" ~ {CU13}=={CU13_VERSION}" in text
+    assert f"Undo with: cudatx rollback {txn} --python {venv.path}" in text
+    shown = run(venv, "history", "show", txn, "--json")
     assert shown.returncode == 0, shown.stderr
     journal = json.loads(shown.stdout)
     assert journal["id"] == txn and journal["state"] == "committed"

@@ -1,0 +1,243 @@
+"""Frameworks' run-time roots in their contexts: which work, and what doctor, a plan and
+`why` say of them (cudatx.loader.roots.FrameworkRun).
+
+Each root is replayed in every context of its framework (loadlists.json "frameworks"): the
+primary one (the process the framework's own documentation sets up: JAX's plugin after its
+preloads, onnxruntime's provider after `preload_dlls()`, CuPy's modules after
+cuda-pathfinder) is one of `Environment.loads` and counts as any import does; the others
+(after `import torch`, onnxruntime alone) are `Environment.context_loads`, compared here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from cudatx.analysis import cuda
+from cudatx.analysis.problems import Problem, Severity, short
+from cudatx.environment import Environment
+from cudatx.loader.process import LoadResult
+from cudatx.loader.roots import FrameworkRun
+from cudatx.models import Evidence, Frozen, Resolution, Status
+
+_MET = (Status.RESOLVED, Status.SYSTEM)
+
+
+class ContextState(Frozen):
+    """Whether one framework root loads in one context."""
+
+    framework: str
+    root: str
+    label: str  # "onnxruntime's CUDA provider"
+    context: str  # "after `import torch`"
+    primary: bool
+    expected: bool
+    works: bool
+    failing: str | None = None  # the first need that fails, as "libcurand.so.10 not found"
+    unavailable: bool = False  # an optional module whose library nothing here installs
+
+
+class ContextChange(Frozen):
+    """A context a plan changes: worked before and not after (`after` False), or one that
+    is gone with what it needed (`after` None: torch removed)."""
+
+    framework: str
+    root: str
+    label: str
+    context: str
+    before: bool
+    after: bool | None
+    failing: str | None = None
+    still: tuple[str, ...] = ()  # the contexts the root still loads in after the change
+
+    @property
+    def breaks(self) -> bool:
+        """A context that stays and fails, or the last one the root loaded in, gone."""
+        return self.before and (self.after is False or not self.still)
+
+    def sentence(self) -> str:
+        """ "onnxruntime's CUDA provider would load only after `import torch`"."""
+        if self.after is None:
+            lost = f"loads today {self.context}, which the change removes"
+        else:
+            lost = f"would no longer load {self.context} ({self.failing})"
+        if self.still:
+            return f"{self.label} {lost}; it would load only {', '.join(self.still)}"
+        return f"{self.label} {lost}; it would load in none of its contexts"
+
+
+def run_of(env: Environment, load: LoadResult) -> FrameworkRun | None:
+    if load.framework is None:
+        return None
+    key = env.keys(load.root)
+    return next((r for r in env.frameworks if env.keys(r.path) == key), None)
+
+
+def _failing(load: LoadResult) -> Resolution | None:
+    return next((r for r in load.resolutions if r.status not in _MET and r.evidence.decisive), None)
+
+
+def _says(r: Resolution | None) -> str | None:
+    if r is None:
+        return None
+    if r.missing and r.detail:
+        return r.detail
+    return f"{os.path.basename(r.cause or r.name)} {r.status.value}"
+
+
+def unavailable(env: Environment, load: LoadResult) -> bool:
+    """A root of a framework whose modules are optional features (CuPy's cuTENSOR module)
+    that fails only for a library nothing here installs: a feature not installed, which
+    CuPy reports as such when asked, not a break."""
+    run = run_of(env, load)
+    if run is None or not run.framework.optional_roots or load.ok:
+        return False
+    failed = [r for r in load.resolutions if r.status not in _MET and r.evidence.decisive]
+    return all(
+        r.status is Status.NOT_FOUND and not env.owners.listing(os.path.basename(r.cause or r.name))
+        for r in failed
+    )
+
+
+def states(env: Environment) -> tuple[ContextState, ...]:
+    """Every framework root in every context it was replayed in, primary first."""
+    out = []
+    for load in (*env.loads, *env.context_loads):
+        run = run_of(env, load)
+        if run is None:
+            continue
+        context = next(c for c in run.framework.contexts if c.name == load.context)
+        out.append(
+            ContextState(
+                framework=run.framework.name,
+                root=load.root,
+                label=run.label,
+                context=context.name,
+                primary=context.primary,
+                expected=context.expected,
+                works=load.ok or unavailable(env, load),
+                failing=None if load.ok else _says(_failing(load)),
+                unavailable=unavailable(env, load),
+            )
+        )
+    return tuple(out)
+
+
+def _torch_fails(env: Environment) -> bool:
+    """Whether `import torch` fails here: then every "after `import torch`" context fails
+    with it, which is torch's break and said as such."""
+    torch = next((c for c in env.contexts if c.load_list.package == "torch"), None)
+    if torch is None or torch.module is None:
+        return False
+    key = env.keys(torch.module)
+    return any(not ld.ok for ld in env.loads if env.keys(ld.root) == key)
+
+
+def changes(env: Environment, after: Environment) -> tuple[ContextChange, ...]:
+    """Contexts a root loaded in before and does not after (the root itself staying)."""
+    then = {(env.keys(s.root), s.context): s for s in states(env)}
+    now = {(env.keys(s.root), s.context): s for s in states(after)}
+    roots_after = {root for root, _ in now}
+    torch_fails = _torch_fails(after)
+    steps = {
+        (f.name, c.name): c.steps
+        for run in env.frameworks
+        for f in [run.framework]
+        for c in f.contexts
+    }
+    out = []
+    for key, was in then.items():
+        root, context = key
+        if not was.works or was.unavailable or root not in roots_after:
+            continue  # failing already, or the framework itself is gone
+        if torch_fails and "torch" in steps.get((was.framework, context), ()):
+            continue  # `import torch` itself fails: the plan says so
+        state = now.get(key)
+        if state is not None and state.works:
+            continue
+        still = tuple(s.context for (r, _), s in now.items() if r == root and s.works)
+        out.append(
+            ContextChange(
+                framework=was.framework,
+                root=was.root,
+                label=was.label,
+                context=context,
+                before=True,
+                after=None if state is None else False,
+                failing=None if state is None else state.failing,
+                still=still,
+            )
+        )
+    return tuple(out)
+
+
+def role(env: Environment, r: Resolution) -> str | None:
+    """What `why` says of a need a framework has: "loaded by jax_plugins/xla_cuda13
+    (preload)", "needed by onnxruntime's CUDA provider (run-time root)"."""
+    if r.root is None:
+        return None
+    key = env.keys(r.root)
+    run = next((x for x in env.frameworks if env.keys(x.path) == key), None)
+    if run is None:
+        return None
+    if r.evidence is Evidence.PRELOAD and r.needed_by == run.source:
+        return f"loaded by {run.framework.name} (preload)"
+    if env.keys(r.needed_by) == key:
+        return f"needed by {run.label} (run-time root)"
+    if r.needed_by == run.source and r.evidence is Evidence.IMPORT:
+        return f"loaded by {run.framework.name} by path (run-time root)"
+    return None
+
+
+def doctor_findings(env: Environment) -> Iterator[Problem]:
+    """Warnings: a context the framework is used in that fails while its primary one works
+    (its primary failing is an error already: cudatx.analysis.broken)."""
+    by_root: dict[str, list[ContextState]] = {}
+    for state in states(env):
+        by_root.setdefault(env.keys(state.root), []).append(state)
+    for found in by_root.values():
+        primary = next((s for s in found if s.primary), None)
+        if primary is None or not primary.works:
+            continue
+        for state in found:
+            if state.works or not state.expected or state.primary:
+                continue
+            yield Problem(
+                severity=Severity.WARNING,
+                code="framework-context",
+                what=f"{state.label} does not load {state.context}: {state.failing}",
+                why=f"it loads {primary.context}; a program that uses it {state.context} "
+                "fails where that one works",
+                paths=(state.root,),
+            )
+
+
+def mixed(env: Environment) -> Iterator[Problem]:
+    """Errors: a framework's own load resolving a library of another CUDA major than its
+    build (a CUDA 13 JAX loading a CUDA 12 cuDNN from nvidia/cudnn/lib)."""
+    seen: set[tuple[str, str]] = set()
+    classify = cuda.file_classifier(env)
+    for load in (*env.loads, *env.context_loads):
+        run = run_of(env, load)
+        major = run.loads.build_major if run is not None else None
+        if run is None or major is None:
+            continue
+        for r in load.resolutions:
+            if r.status is not Status.RESOLVED or r.path is None:
+                continue
+            if r.needed_by != run.source and env.keys(r.needed_by) != env.keys(run.path):
+                continue  # torch's own loads, in the after-torch context: torch's to report
+            found = classify(r.path, env.view.probe(r.path).info)
+            key = (run.framework.name, env.keys(r.path))
+            if found is None or found.major == major or key in seen:
+                continue
+            seen.add(key)
+            yield Problem(
+                severity=Severity.ERROR,
+                code="framework-mixed-cuda-major",
+                what=f"{run.label} (CUDA {major}) {load.context} resolves "
+                f"{os.path.basename(r.name)} to a CUDA {found.major} build",
+                why=f"{short(env, r.path)}: {found.reason}",
+                paths=(env.keys(r.path),),
+                distributions=tuple(d.name for d in env.owners_of(r.path)),
+            )

@@ -1,0 +1,186 @@
+"""How cudatx talks, as uv does: `--color auto|always|never`, `-q`, `-v`/`-vv`.
+
+Colour follows uv and no-color.org: `--color always|never` decides; under `auto` (the
+default) a non-empty NO_COLOR turns it off, a non-empty FORCE_COLOR or CLICOLOR_FORCE (other
+than "0") turns it on, TERM=dumb turns it off, and otherwise each stream gets colour only
+when it is a terminal. JSON is never coloured: it is for machines, and its bytes must not
+depend on where stdout goes.
+
+The options are accepted before and after the subcommand (`cudatx -q remove ...` and
+`cudatx remove ... -q`), as uv's global options are; every context of one run shares
+`ctx.meta`, where they are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, TextIO
+
+import click
+
+COLOR_CHOICES = ("auto", "always", "never")
+_META = "cudatx.output"
+
+
+class Output(NamedTuple):
+    color: str = "auto"
+    quiet: int = 0
+    verbose: int = 0
+
+
+def colour_wanted(choice: str, environ: Mapping[str, str], stream: TextIO) -> bool:
+    """Whether to colour what goes to `stream` (uv's rules; see the module docstring)."""
+    if choice != "auto":
+        return choice == "always"
+    if environ.get("NO_COLOR"):
+        return False
+    if any(environ.get(name, "0") not in ("", "0") for name in ("FORCE_COLOR", "CLICOLOR_FORCE")):
+        return True
+    if environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stream
+        return False
+
+
+# The settings of this run, also kept outside any context: `main` reports an error after
+# click's contexts are gone, and must still know whether to colour it or keep quiet.
+_last = [Output()]
+
+
+def current() -> Output:
+    ctx = click.get_current_context(silent=True)
+    found = ctx.meta.get(_META) if ctx is not None else None
+    return found if isinstance(found, Output) else _last[0]
+
+
+def _set(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    # An option given before the subcommand and again after it: the later one counts, and
+    # counts add up (`-v remove -v` is -vv), as uv's do.
+    if value is None or (param.name != "color" and not value):
+        return
+    now = ctx.meta.get(_META, Output())
+    if param.name == "color":
+        now = now._replace(color=value)
+    elif param.name == "quiet":
+        now = now._replace(quiet=now.quiet + value)
+    else:
+        now = now._replace(verbose=now.verbose + value)
+    ctx.meta[_META] = now
+    _last[0] = now
+
+
+def _option(names: list[str], help_text: str, **kind: Any) -> click.Option:
+    # Eager: settled before the command's own callbacks run (target_options starts the
+    # interpreter's query there), so every later line knows how to speak.
+    return click.Option(
+        names, expose_value=False, callback=_set, is_eager=True, help=help_text, **kind
+    )
+
+
+def output_params() -> list[click.Option]:
+    """--color, -q and -v, as new Option objects (one set per command that takes them)."""
+    return [
+        _option(
+            ["--color"],
+            "Colour the output [default: auto: only on a terminal; NO_COLOR turns it "
+            "off, FORCE_COLOR or CLICOLOR_FORCE on].",
+            type=click.Choice(COLOR_CHOICES),
+            default=None,
+        ),
+        _option(["-q", "--quiet"], "Print only errors and the verdict line.", count=True),
+        _option(
+            ["-v", "--verbose"],
+            "Say more: what the scan read and took from its cache, every search the "
+            "loader made; -vv: uv's own output too.",
+            count=True,
+        ),
+    ]
+
+
+def coloured(err: bool = False) -> bool:
+    stream = sys.stderr if err else sys.stdout
+    return colour_wanted(current().color, os.environ, stream)
+
+
+def echo(
+    text: str, *, err: bool = False, nl: bool = True, paint: Callable[[str], str] | None = None
+) -> None:
+    """Print `text`; `paint` (a render.colour function) colours it where colour is wanted."""
+    if paint is not None and coloured(err):
+        text = paint(text)
+    click.echo(text, err=err, nl=nl, color=coloured(err))
+
+
+def report(text: str, *, paint: Callable[[str], str] | None = None) -> None:
+    """A report whose first line is its verdict (a plan, doctor, why): all of it, or under -q
+    the verdict alone."""
+    if current().quiet and text:
+        text = text.split("\n", 1)[0] + "\n"
+    if text:
+        echo(text, nl=False, paint=paint)
+
+
+def info(message: str) -> None:
+    """A line for the person watching (which environment, what was done), on stderr; -q
+    drops it."""
+    if not current().quiet:
+        echo(message, err=True)
+
+
+def debug(message: str, level: int = 1) -> None:
+    """A line shown only under -v (level 1) or -vv (level 2), on stderr."""
+    if current().verbose >= level:
+        echo(f"cudatx: {message}", err=True)
+
+
+def _label(word: str, fg: str, err: bool) -> str:
+    return click.style(word, fg=fg, bold=True) if coloured(err) else word
+
+
+def warn(message: str) -> None:
+    if current().quiet:
+        return
+    label = _label("warning", "yellow", err=True)
+    click.echo(f"cudatx: {label}: {message}", err=True, color=coloured(err=True))
+
+
+def error_label(err: bool = True) -> str:
+    return _label("error", "red", err)
+
+
+class Steps:
+    """Each phase of an apply as a line on stderr, only on a terminal (never under -q,
+    --no-progress or --json); under -vv uv's own output after each uv step, anywhere."""
+
+    def __init__(self, *, disabled: bool) -> None:
+        from cudatx.progress import wanted
+
+        self.shown = not current().quiet and wanted(sys.stderr, os.environ, disabled=disabled)
+        self.open = False  # a started phase's line, not yet ended by a newline
+
+    def __call__(self, phase: Any) -> None:
+        from cudatx.render.apply import step
+
+        if self.shown:
+            line = step(phase)
+            if phase.done:
+                # The phase's start line, rewritten in place with its time.
+                sys.stderr.write(("\r\x1b[K" if self.open else "") + line + "\n")
+                self.open = False
+            else:
+                sys.stderr.write(line)
+                self.open = True
+            sys.stderr.flush()
+        if phase.done and phase.output.strip() and current().verbose >= 2:
+            self.end()
+            click.echo(phase.output.rstrip("\n"), err=True)
+
+    def end(self) -> None:
+        if self.open:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self.open = False

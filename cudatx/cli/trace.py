@@ -1,0 +1,60 @@
+"""`cudatx trace`: run a command and record what the real loader mapped; list, clear."""
+
+from __future__ import annotations
+
+import click
+
+import cudatx.cli.output as output
+from cudatx.cli.options import json_option, python_option
+from cudatx.errors import UsageError
+
+
+@click.command(context_settings={"allow_interspersed_args": False})
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[--] CMD [ARGS]...")
+@python_option
+@click.option("--list", "listing", is_flag=True, help="List the records kept for the environment.")
+@click.option(
+    "--clear",
+    is_flag=True,
+    help="Remove the records: all of them, or those whose IDs follow.",
+)
+@json_option("the records (with --list)")
+def trace(
+    command: tuple[str, ...], python: str | None, listing: bool, clear: bool, as_json: bool
+) -> int:
+    """Run CMD in the environment with the loader reporting (LD_DEBUG), and keep what it
+    mapped: plans and doctor then count those loads as `observed`. Exits with CMD's own
+    exit code."""
+    from cudatx.discover.target import find_target, require_environment
+    from cudatx.discover.traces import read_traces
+    from cudatx.render import trace as render
+
+    if listing and clear:
+        raise UsageError("--list and --clear do not go together")
+    if as_json and not listing:
+        raise UsageError("--json goes with --list")
+    if listing and command:
+        raise UsageError("--list takes no command")
+    if not (listing or clear or command):
+        raise UsageError("trace needs a command: cudatx trace [--python ENV] -- CMD [ARGS...]")
+    require_environment(python)  # a record is written into the environment: never cudatx's own
+    target = find_target(python)
+    if listing:
+        traces, _ = read_traces(target.prefix, strict=True)
+        if as_json:
+            click.echo(render.to_json(traces, target.prefix), nl=False)
+        else:
+            click.echo(render.to_text(traces, target.prefix), nl=False)
+        return 0
+    if clear:
+        from cudatx.txn.trace import clear as clear_traces
+
+        removed = clear_traces(target.prefix, command)
+        click.echo(f"Removed {len(removed)} trace record{'s' * (len(removed) != 1)}.")
+        return 0
+    from cudatx.txn.trace import trace as run_traced
+
+    output.info(f"Using Python {target.version} environment at: {target.prefix}")
+    done = run_traced(target, command)
+    output.info(render.recorded(done))
+    return done.record.exit_code

@@ -1,0 +1,349 @@
+"""cudatx at a terminal, as uv behaves there: colour only where it is wanted, -q and -v,
+progress lines and a summary for an apply; and nothing of it on stdout of --json.
+
+Every run here is a real pseudo-terminal (tests.support.terminal) or a pipe, against the
+demo environment as `cudatx demo --keep` builds it (real libraries, real wheels, real uv).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import cudatx
+from tests.support.terminal import COLOUR_VARIABLES, HIDDEN, in_terminal
+
+ESC = b"\x1b["
+CU13, CU12 = "nvidia-cudnn-cu13", "nvidia-cudnn-cu12"
+QUIET = HIDDEN | COLOUR_VARIABLES
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's folder (venv/ and wheels/ in it), built by `cudatx demo --keep`."""
+    folder = tmp_path_factory.mktemp("terminal") / "demo"
+    done = cudatx("demo", "--keep", folder, hide=QUIET)
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def test_demo_keeps_what_it_prints(tmp_path: Path) -> None:
+    """Without --keep too: every `--python` it prints names an environment still there."""
+    done = cudatx("demo", hide=QUIET, env={"TMPDIR": os.fspath(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    named = set(re.findall(r"--python (\S+)", done.stdout))
+    assert named and all(Path(p, "pyvenv.cfg").is_file() for p in named), named
+    last = done.stdout.splitlines()[-1]
+    (folder,) = {str(Path(p).parent) for p in named}
+    assert last == f"Remove it with: rm -rf {folder}"
+    assert "stays at" in done.stdout
+
+
+@pytest.fixture()
+def copy(demo: Path, tmp_path: Path) -> Path:
+    """A copy of the demo folder for a test that changes it."""
+    target = tmp_path / "demo"
+    shutil.copytree(demo, target, symlinks=True)
+    return target
+
+
+def _venv(folder: Path) -> str:
+    return os.fspath(folder / "venv")
+
+
+# -- colour ---------------------------------------------------------------------------------
+
+
+def test_colour_on_a_terminal(demo: Path) -> None:
+    done = in_terminal("doctor", "--python", _venv(demo))
+    assert done.returncode == 1, done.err
+    assert ESC in done.stdout
+    # The severity and the verdict's count, in red as uv colours an error.
+    assert b"\x1b[31m\x1b[1merror\x1b[0m:" in done.stdout
+    assert done.stdout.startswith(b"\x1b[31m\x1b[1m1 error\x1b[0m:")
+
+
+def test_demo_colours_its_reports_as_their_commands_do(tmp_path: Path) -> None:
+    """The first thing a new user runs: its doctor, why and plan in the colours their own
+    commands use at a terminal, and none under NO_COLOR or in a pipe."""
+    done = in_terminal("demo", "--keep", tmp_path / "tty")
+    assert done.returncode == 0, done.err
+    assert b"\n\x1b[31m\x1b[1m1 error\x1b[0m: " in done.stdout  # doctor's verdict
+    assert b"\n\x1b[1mlibcudnn.so.9 =>\x1b[0m " in done.stdout  # why's answer
+    assert b"\n\x1b[31m\x1b[1mUnsafe\x1b[0m: " in done.stdout  # the plan's verdict
+    plain = in_terminal("demo", "--keep", tmp_path / "plain", env={"NO_COLOR": "1"})
+    assert plain.returncode == 0 and ESC not in plain.stdout, plain.err
+    piped = cudatx("demo", "--keep", tmp_path / "pipe", hide=QUIET)
+    assert piped.returncode == 0 and "\x1b[" not in piped.stdout, piped.stderr
+
+
+def test_no_color_turns_colour_off(demo: Path) -> None:
+    done = in_terminal("doctor", "--python", _venv(demo), env={"NO_COLOR": "1"})
+    assert done.returncode == 1, done.err
+    assert ESC not in done.stdout and ESC not in done.stderr
+    assert done.out.startswith("1 error: ")
+
+
+def test_color_never_beats_force_color(demo: Path) -> None:
+    done = in_terminal(
+        "remove", CU13, "--dry-run", "--color", "never", "--python", _venv(demo),
+        env={"FORCE_COLOR": "1"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.err
+    assert ESC not in done.stdout
+    assert done.out.startswith("Unsafe: ")
+
+
+def test_off_a_terminal_colour_only_when_asked(demo: Path) -> None:
+    plain = cudatx("remove", CU13, "--dry-run", "--python", _venv(demo), hide=QUIET)
+    assert "\x1b[" not in plain.stdout and "\x1b[" not in plain.stderr
+    forced = cudatx(
+        "remove", CU13, "--dry-run", "--python", _venv(demo), hide=QUIET,
+        env={"FORCE_COLOR": "1"},
+    )  # fmt: skip
+    assert forced.stdout.startswith("\x1b[31m\x1b[1mUnsafe\x1b[0m: ")
+    always = cudatx(
+        "--color", "always", "why", "libcudnn.so.9", "--python", _venv(demo), hide=QUIET
+    )
+    assert "\x1b[" in always.stdout
+    assert plain.stdout == re.sub(r"\x1b\[[0-9;]*m", "", forced.stdout)  # colour only
+
+
+# -- -q and -v ------------------------------------------------------------------------------
+
+
+def test_quiet_prints_the_verdict_line_alone(demo: Path) -> None:
+    done = in_terminal("remove", CU13, "--dry-run", "-q", "--python", _venv(demo))
+    assert done.returncode == 1, done.err
+    lines = done.out.splitlines()
+    assert len(lines) == 1 and "Unsafe" in lines[0]
+    assert done.err == ""  # not even which environment
+    # before the subcommand, as uv's global options go, too
+    again = in_terminal("-q", "--color", "never", "why", "libcudnn.so.9", "--python", _venv(demo))
+    assert again.out.splitlines() == [
+        "libcudnn.so.9 => nvidia/cudnn/lib/libcudnn.so.9 "
+        "(bytes of nvidia-cudnn-cu13 9.13.0.50, CUDA 13); by path, "
+        "for torch/__init__.py (preload)"
+    ]
+
+
+def test_quiet_keeps_errors(demo: Path) -> None:
+    done = in_terminal("-q", "why", "libnothing.so.1", "--python", _venv(demo))
+    assert done.returncode == 4
+    assert "cudatx: " in done.err and "error" in done.err
+
+
+def test_verbose_says_what_the_scan_read_and_every_search(demo: Path) -> None:
+    plain = in_terminal("why", "libc.so.6", "--color", "never", "--python", _venv(demo))
+    done = in_terminal("why", "libc.so.6", "-v", "--color", "never", "--python", _venv(demo))
+    assert done.returncode == 0, done.err
+    assert re.search(r"cudatx: scanned \d+ libraries and \d+ load roots in", done.err)
+    assert "scan cache" in done.err
+    # -v names every object that needs it, where the text alone names eight.
+    assert "more (-v, --json)" in plain.out and "more (-v" not in done.out
+    assert len(done.out.splitlines()) > len(plain.out.splitlines())
+
+
+# -- graph ----------------------------------------------------------------------------------
+
+
+def test_graph_is_a_tree_at_a_terminal_and_json_in_a_pipe(demo: Path) -> None:
+    tree = in_terminal("graph", "--around", "libcudnn.so.9", "--python", _venv(demo))
+    assert tree.returncode == 0, tree.err
+    lines = tree.out.splitlines()
+    assert f"{CU12} 9.10.2.21" in lines  # a distribution, its files under it
+    # Both co-owners, the one whose bytes are on disk starred, in every file line.
+    owners = f"[{CU12} 9.10.2.21, {CU13} 9.13.0.50*]"
+    assert f"  nvidia/cudnn/lib/libcudnn.so.9 {owners}" in lines
+    assert f"{CU13} 9.13.0.50" in lines
+    assert lines[-1] == "* whose bytes are on disk, of a file several RECORDs list"
+    assert not any("requires" in line for line in lines)  # not without --requires
+    piped = cudatx("graph", "--around", "libcudnn.so.9", "--python", _venv(demo), hide=QUIET)
+    assert json.loads(piped.stdout)["schema_version"] == 1
+
+
+def test_graph_text_says_each_need_once(demo: Path) -> None:
+    """libcublas.so.12 names libcublasLt.so.12 in DT_NEEDED and is known to dlopen it: one
+    need, on one line with both counts; a name nothing provides says so once."""
+    done = cudatx("graph", "--format", "text", "--python", _venv(demo), hide=QUIET)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    needs: list[str] = []
+    for line in lines:
+        if not line.startswith("    needs "):
+            needs = []  # a new file (or distribution): its own needs
+            continue
+        name = line.split()[1]
+        assert name not in needs, (name, line)
+        needs.append(name)
+    # Already loaded where torch preloads it first; found by RUNPATH in the demo plug-in's
+    # process, which loads cuBLAS itself: the need's hows, each once.
+    assert (
+        "    needs libcublasLt.so.12 (DT_NEEDED, dlopen) -> nvidia/cublas/lib/libcublasLt.so.12 "
+        "[nvidia-cublas-cu12 12.8.4.1] (already loaded, runpath)"
+    ) in lines
+    assert "    needs libnvrtc.so.13 (dlopen): not found" in lines
+    assert not any(line.count("not found") > 1 for line in lines)
+
+
+def test_graph_marks_the_effective_owner_in_dot_and_mermaid(demo: Path) -> None:
+    args = ("--around", "libcudnn.so.9", "--python", _venv(demo))
+    dot = cudatx("graph", "--format", "dot", *args, hide=QUIET).stdout
+    marked = [ln for ln in dot.splitlines() if "owns (bytes on disk)" in ln]
+    assert marked and all(ln.startswith(f'  "dist:{CU13}" -> ') for ln in marked)
+    assert all("penwidth=2" in ln for ln in marked)
+    mermaid = cudatx("graph", "--format", "mermaid", *args, hide=QUIET).stdout
+    thick = [ln for ln in mermaid.splitlines() if "==>" in ln]
+    assert thick and all(ln.startswith("  dist_nvidia_cudnn_cu13 ==>|") for ln in thick)
+    assert all('"owns (bytes on disk)"' in ln for ln in thick)
+    as_json = json.loads(cudatx("graph", "--format", "json", *args, hide=QUIET).stdout)
+    effective = {e["source"] for e in as_json["edges"] if e.get("effective")}
+    assert effective == {f"dist:{CU13}"}
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_graph_svg_through_graphviz(demo: Path) -> None:
+    done = cudatx("graph", "--format", "svg", "--around", CU13, "--python", _venv(demo), hide=QUIET)
+    assert done.returncode == 0, done.stderr
+    assert "<svg" in done.stdout and "owns (bytes on disk)" in done.stdout
+
+
+def test_graph_svg_without_graphviz_is_one_line(demo: Path) -> None:
+    # PATH with only this interpreter's folder: no dot there.
+    no_dot = {"PATH": os.path.dirname(sys.executable)}
+    assert shutil.which("dot", path=no_dot["PATH"]) is None
+    done = cudatx("graph", "--format", "svg", "--python", _venv(demo), hide=QUIET, env=no_dot)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "cudatx: error: --format svg needs Graphviz's `dot` on PATH (e.g. apt install "
+        "graphviz); --format dot prints what it would draw"
+    ]
+
+
+# -- --json: the same bytes at a terminal and in a pipe ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("doctor", "--json"),
+        ("why", "libcudnn.so.9", "--json"),
+        ("remove", CU13, "--dry-run", "--json"),
+        ("graph", "--format", "json", "--around", CU13),
+        ("history", "--json"),
+    ],
+    ids=lambda a: a[0],
+)
+def test_json_is_the_same_at_a_terminal(demo: Path, args: tuple[str, ...]) -> None:
+    piped = cudatx(*args, "--python", _venv(demo), hide=QUIET, text=False)
+    at_terminal = in_terminal(*args, "--python", _venv(demo), env={"FORCE_COLOR": "1"})
+    assert piped.returncode == at_terminal.returncode
+    assert at_terminal.stdout == piped.stdout
+    json.loads(piped.stdout)
+
+
+# -- an apply, as a person at a terminal sees it -------------------------------------------
+
+
+def test_apply_at_a_terminal_shows_phases_summary_and_undo(copy: Path) -> None:
+    venv = _venv(copy)
+    done = in_terminal(
+        "remove", CU13, "--repair", "--yes", "--offline", "--find-links", copy / "wheels",
+        "--color", "never", "--python", venv,
+    )  # fmt: skip
+    assert done.returncode == 0, done.err
+    err = done.err
+    # One line for each phase, each ended with its time.
+    for phase in (
+        r"Saving a snapshot of \d+ files",
+        r"Uninstalling 1 package",
+        r"Reinstalling 1 package",
+        r"Verifying: rescan",
+        r"Committing",
+    ):
+        assert re.search(rf"cudatx: {phase}: done in \d", err), (phase, err)
+    # The summary, in uv's words, and the snapshot's size with its hard links.
+    assert re.search(
+        rf"^Uninstalled 1 package in \d+(ms|\.\d\ds)\n - {CU13}==9.13.0.50$", err, re.M
+    )
+    assert re.search(rf"^Reinstalled 1 package in .*\n ~ {CU12}==9.10.2.21$", err, re.M)
+    size = re.search(
+        r"^Snapshot: (\d+) files, ([\d.]+ \w+) on disk \(([\d.]+ \w+) of it hard", err, re.M
+    )
+    assert size, err
+    assert int(size.group(1)) >= 8 and size.group(2) == size.group(3)  # same filesystem: links
+    found = re.search(
+        r"^Applied as transaction (\S+); undo it with: cudatx rollback (\S+) --python (\S+)$",
+        err,
+        re.M,
+    )
+    assert found and found.group(1) == found.group(2) and found.group(3) == venv, err
+    assert done.stdout.startswith(b"Safe: ")  # the plan, on stdout; nothing of the steps
+    assert b"Saving" not in done.stdout
+    # The undo command it printed works, and a second rollback says so.
+    undo = cudatx("rollback", found.group(1), "--yes", "--python", venv, hide=QUIET)
+    assert undo.returncode == 0, undo.stderr
+    assert undo.stdout == f"Transaction {found.group(1)}: rolled back.\n"
+    # A mistyped ID is the command line's fault (2), as `history show` has it, not a
+    # corrupt store (12).
+    for args in (("rollback", "20990101T000000-0", "--yes"), ("history", "show", "nope")):
+        wrong = cudatx(*args, "--python", venv, hide=QUIET)
+        assert wrong.returncode == 2, wrong.stderr
+        assert wrong.stderr.splitlines()[-1].startswith("cudatx: error: no transaction ")
+
+
+def test_apply_off_a_terminal_has_no_step_lines(copy: Path) -> None:
+    done = cudatx(
+        "remove", CU13, "--repair", "--yes", "--offline", "--find-links", copy / "wheels",
+        "--python", _venv(copy), hide=QUIET,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Saving a snapshot" not in done.stderr and "\r" not in done.stderr
+    assert "Uninstalled 1 package in " in done.stderr
+
+
+def test_failing_verify_shows_its_output(copy: Path) -> None:
+    venv = _venv(copy)
+    script = "echo first-words-of-the-check; echo second >&2; exit 3"
+    done = cudatx(
+        "remove", CU13, "--repair", "--yes", "--offline", "--find-links", copy / "wheels",
+        "--verify", script, "--python", venv, hide=QUIET,
+    )  # fmt: skip
+    assert done.returncode == 10, done.stderr
+    lines = done.stderr.splitlines()
+    assert "first-words-of-the-check" in lines and "second" in lines
+    assert lines[-1].startswith("cudatx: error: --verify ") and "rolled back" in lines[-1]
+
+
+def test_failing_verify_at_a_terminal_ends_its_step_line(copy: Path) -> None:
+    """The phase that failed keeps its line, ended as failed; the rollback gets its own
+    (the rollback's line was written over the open verify line, which vanished)."""
+    done = in_terminal(
+        "remove", CU13, "--repair", "--yes", "--offline", "--find-links", copy / "wheels",
+        "--verify", "exit 3", "--color", "never", "--python", _venv(copy),
+    )  # fmt: skip
+    assert done.returncode == 10, done.err
+    shown = [line.rsplit("\r\x1b[K", 1)[-1] for line in done.err.split("\n")]  # as drawn
+    assert any(
+        re.fullmatch(r"cudatx: Verifying: rescan and --verify: failed after \d\S*", line)
+        for line in shown
+    ), shown
+    assert any(re.fullmatch(r"cudatx: Rolling back: done in \d\S*", line) for line in shown)
+
+
+def test_nothing_to_roll_back_has_its_own_exit_code(copy: Path) -> None:
+    done = cudatx("rollback", "--yes", "--python", _venv(copy), hide=QUIET)
+    assert done.returncode == 14, done.stderr
+    assert done.stderr.splitlines()[-1].startswith("cudatx: error: nothing to roll back")
+    empty = cudatx("history", "--python", _venv(copy), hide=QUIET)
+    assert empty.returncode == 0
+    assert empty.stdout == f"No transactions recorded for {_venv(copy)}.\n"
+    listed = json.loads(cudatx("history", "--json", "--python", _venv(copy), hide=QUIET).stdout)
+    assert listed["transactions"] == []
