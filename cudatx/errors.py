@@ -7,6 +7,10 @@ cudatx prints or exits. The codes are documented in README.md ("Exit codes").
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class ExitCode(IntEnum):
@@ -140,3 +144,25 @@ class ElfReadError(UnreadableFile):
         self.reason = reason
         self.io = io  # the file could not be read (permissions, I/O): not a fact of its bytes
 
+
+# Every character str.splitlines() breaks a line at, as terminals and log readers do: a file
+# name, a JSON key or an argument cudatx quotes may hold any of them.
+_LINE_BREAKS = str.maketrans(
+    {"\n": "\\n", "\r": "\\r"}
+    | {c: f"\\x{ord(c):02x}" for c in "\v\f\x1c\x1d\x1e\x85"}
+    | {c: f"\\u{ord(c):04x}" for c in "\u2028\u2029"}
+)
+
+
+def one_line(text: str) -> str:
+    """`text` as one line: each line break in it is shown escaped, so no second line can
+    pass for cudatx's own."""
+    return text.translate(_LINE_BREAKS)
+
+
+def first_invalid(exc: ValidationError, whole: str) -> str:
+    """`where: why` of the first thing pydantic rejected, as one line (`whole` names the
+    document when the fault is in it as a whole, as "not JSON")."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or whole
+    return one_line(f"{where}: {first['msg']}")

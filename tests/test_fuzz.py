@@ -138,10 +138,13 @@ def _read_trace(path: Path) -> str:
     return "read"
 
 
+_TRACE_ID = "20261202T140000.000000Z-4242"
+
+
 def _trace_seeds(scratch: Path) -> list[bytes]:
     plug = "/x/libplug.so"
     record = TraceRecord(
-        id="20261202T140000.000000Z-4242",
+        id=_TRACE_ID,
         created="2026-12-02T14:00:00+00:00",
         command=("python", "-c", "import torch"),
         cwd="/tmp",
@@ -273,7 +276,7 @@ READERS = [
     ),
     Reader(
         "trace record",
-        "prefix/.cudatx/traces/20261202T140000.000000Z-4242.json",
+        f"prefix/.cudatx/traces/{_TRACE_ID}.json",
         _trace_seeds,
         _read_trace,
         (*_TEXT, b"{", b"}", b"[", b"]", b'"', b"null", b"-1", b"1e999", b"\\n", b"\\u2028"),
@@ -463,3 +466,15 @@ def test_requirement_lines_packaging_chokes_on_are_usage_errors(tmp_path: Path, 
     with pytest.raises(UsageError, match=r"requirements\.txt:2: not a requirement: "):
         read_requirements(str(path), markers=MARKERS)
 
+
+@pytest.mark.parametrize("brk", ["\\f", "\\u000b", "\\u001c", "\\u0085", "\\u2028", "\\n"])
+def test_a_line_break_in_a_trace_record_s_key_is_one_line_finding(tmp_path: Path, brk: str) -> None:
+    """Found by the fuzz above: pydantic names an unknown key (`pr\\fix`) in its error, and the
+    finding printed it raw, as two lines."""
+    seed = _trace_seeds(tmp_path / "seeds")[0]
+    target = tmp_path / "fuzz" / "prefix" / ".cudatx" / "traces" / f"{_TRACE_ID}.json"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(seed.replace(b"{", f'{{"pr{brk}fix": 1,'.encode(), 1))
+    with pytest.raises(CudatxError, match="is corrupt") as refused:
+        _read_trace(target)
+    assert len(refused.value.message.splitlines()) == 1

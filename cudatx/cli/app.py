@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import click
 
 from cudatx import __version__
-from cudatx.errors import CudatxError, ExitCode
+from cudatx.errors import CudatxError, ExitCode, one_line
 
 if TYPE_CHECKING:
     from cudatx.environment import Environment
@@ -110,12 +110,6 @@ def cli(ctx: click.Context) -> int:
         # Bare `cudatx`: the help, as pip prints it (exit 0), not a usage error.
         click.echo(ctx.get_help())
     return 0
-
-
-def one_line(message: str) -> str:
-    """A message as one line: a newline or carriage return in a name or an argument it
-    quotes is shown escaped, so no second line can pass for cudatx's own."""
-    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 _OUTPUT_LINES = 40

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment
+from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment, first_invalid
 from cudatx.reading import MAX_ANSWER
 
 if TYPE_CHECKING:
@@ -303,11 +303,9 @@ class Query:
                 raise ValueError("not a JSON object")
             return PythonTarget(found_by=self.found_by, **data)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "answer"
             raise EnvironmentNotFound(
                 f"{interpreter} gave an answer cudatx cannot use ({exc.error_count()} errors; "
-                f"{where}: {first['msg']})"
+                f"{first_invalid(exc, 'answer')})"
             ) from None
         except (ValueError, TypeError, RecursionError) as exc:
             raise EnvironmentNotFound(

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from cudatx.discover.confinement import STORE_DIR
 from cudatx.discover.lddebug import DLOPEN, TracedProcess, absolute
-from cudatx.errors import StoreError
+from cudatx.errors import StoreError, first_invalid
 from cudatx.models import Finding, Frozen
 from cudatx.trust import identity, read_private, refuse_foreign
 
@@ -186,10 +186,8 @@ def _failure(path: Path, exc: Exception) -> StoreError:
     if isinstance(exc, StoreError):
         return exc
     if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "record"
         return StoreError(
-            f"trace record {path} is corrupt ({where}: {first['msg']})", path=str(path)
+            f"trace record {path} is corrupt ({first_invalid(exc, 'record')})", path=str(path)
         )
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return StoreError(f"cannot read {path}: {reason}", path=str(path))

@@ -32,7 +32,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from cudatx.discover.confinement import STORE_DIR
-from cudatx.errors import Busy, StoreError
+from cudatx.errors import Busy, StoreError, first_invalid
 from cudatx.trust import PRIVATE, read_private, refuse_foreign
 from cudatx.txn.journal import Journal
 
@@ -198,10 +198,9 @@ class Store:
         except OSError as exc:
             raise StoreError(f"cannot read {path}: {exc.strerror}", path=str(path)) from None
         except ValidationError as exc:  # not JSON, not UTF-8, or not a journal
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "journal"
+            why = first_invalid(exc, "journal")
             raise StoreError(
-                f"journal of transaction {txn} is corrupt ({path}: {where}: {first['msg']})",
+                f"journal of transaction {txn} is corrupt ({path}: {why})",
                 path=str(path),
             ) from None
 
