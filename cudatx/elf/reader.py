@@ -20,8 +20,6 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO, Any, NamedTuple, TypeVar
 
-from elftools.elf.enums import ENUM_E_TYPE
-
 from cudatx.elf import exports as _ex
 from cudatx.elf import symtab as _st
 from cudatx.elf.exports import Definitions
@@ -150,7 +148,15 @@ _TAGS = {
     0x6FFFFFFF: "DT_VERNEEDNUM",
 }
 _FS_ENCODING = sys.getfilesystemencoding()
-_E_TYPES = {number: name for name, number in ENUM_E_TYPE.items() if name.startswith("ET_")}
+
+
+@functools.cache
+def _e_types() -> dict[int, str]:
+    """e_type -> its name. Imported when a header is first read: a warm run reads every
+    ELF fact from the scan cache, and pyelftools' enums pull in its construct package."""
+    from elftools.elf.enums import ENUM_E_TYPE
+
+    return {number: name for name, number in ENUM_E_TYPE.items() if name.startswith("ET_")}
 
 
 def read_elf(path: str) -> ElfInfo:
@@ -360,7 +366,7 @@ def _parse_dynamic(path: str, elf: _Elf, stream: IO[bytes], dyn: _Dynamic) -> El
         elf_class=elf_class,
         data=ident[5],
         machine=header.e_machine,
-        elf_type=_E_TYPES.get(header.e_type, f"{header.e_type:#x}"),
+        elf_type=_e_types().get(header.e_type, f"{header.e_type:#x}"),
         soname=string("DT_SONAME"),
         needed=tuple(_cstring(strtab, offset) for offset in needed),
         rpath=string("DT_RPATH"),
