@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 from cudatx.discover.dists import applicable_requirements, reinstall_spec, scan_distributions
 from cudatx.discover.lddebug import TracedLoad, TracedProcess, read_report
 from cudatx.discover.traces import FileState, TraceRecord, read_traces
+from cudatx.documents import dump_json
 from cudatx.elf.reader import read_elf, read_object, rodata_sonames
 from cudatx.errors import CudatxError, ExitCode
 from cudatx.planning.reqfiles import read_requirements
@@ -164,7 +165,7 @@ def _trace_seeds(scratch: Path) -> list[bytes]:
         ),
         files={plug: FileState(dev=1, ino=2, size=3, mtime_ns=4)},
     )
-    return [record.model_dump_json(indent=2).encode()]
+    return [dump_json(record, indent=2).encode()]
 
 
 _SAMPLES = Path(__file__).parent / "data" / "reqfiles"

@@ -28,6 +28,8 @@ ORDER = (
 SHARED = {
     "errors",
     "models",
+    "codec",
+    "documents",
     "paths",
     "digest",
     "reading",

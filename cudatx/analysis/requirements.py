@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import replace
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -60,7 +61,7 @@ def naming(dist: Distribution, names: set[str]) -> Distribution:
         match = _NAME.match(text)
         return match is None or canonicalize_name(match.group(1)) in names
 
-    return dist.model_copy(update={"requires": tuple(filter(may_name, dist.requires))})
+    return replace(dist, requires=tuple(filter(may_name, dist.requires)))
 
 
 def unmet(env: Environment, memo: dict[str, Parsed] | None = None) -> dict[tuple[str, str], str]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from cudatx.cache import file_key, settled
@@ -130,8 +131,7 @@ def _read_record(path: str, prefix: str, findings: list[Finding]) -> Distributio
             else (),
         ),
     )
-    # The rows are built valid: pydantic would check each again (2 us a row).
-    return dist.model_copy(update={"records": _records(data, path, findings)})
+    return replace(dist, records=_records(data, path, findings))
 
 
 def _records(data: dict[str, Any], path: str, findings: list[Finding]) -> tuple[RecordEntry, ...]:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from itertools import repeat
 from pathlib import Path
 from types import NoneType
@@ -20,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from cudatx.cache import file_key
 from cudatx.cache import settled as is_settled
+from cudatx.codec import decode, encode
 from cudatx.models import Distribution, Finding, Frozen, RecordEntry
 from cudatx.reading import MAX_METADATA, MAX_RECORD, read_bounded
 
@@ -239,9 +241,7 @@ def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Di
         records = parse_record(record_text or "", str(meta_dir / "RECORD"), findings)
         requires = tuple(headers.get_all("Requires-Dist") or ())
     installer = _read_text(meta_dir / "INSTALLER", findings)
-    # Built from values of the types it holds, so not validated again: pydantic would make
-    # each of torch's 13,000 RECORD rows a second time.
-    return Distribution.model_construct(
+    return Distribution(
         name=canonicalize_name(display),
         display_name=display,
         version=version,
@@ -341,7 +341,7 @@ def cached(
             dist, said = _unstore(text)
             findings.extend(said)
             return dist
-        except (TypeError, ValueError):  # pydantic's ValidationError is a ValueError
+        except (TypeError, ValueError):  # cudatx.codec.Invalid is a ValueError
             cache.invalid()
     own: list[Finding] = []
     dist = read(own)
@@ -354,24 +354,24 @@ def cached(
 def _store(dist: Distribution | None, findings: list[Finding]) -> str:
     """A distribution read, and what reading it found, as the scan cache keeps them: the
     distribution without its RECORD rows, a newline, the rows as columns (see _rows)."""
-    bare = None if dist is None else dist.model_copy(update={"records": ()})
-    head = _Stored(dist=bare, findings=tuple(findings)).model_dump_json()
+    bare = None if dist is None else replace(dist, records=())
+    head = encode(_Stored(dist=bare, findings=tuple(findings)))
     return f"{head}\n{_columns(dist.records if dist else ())}"
 
 
 def _unstore(text: str) -> tuple[Distribution | None, tuple[Finding, ...]]:
     """What _store() kept; TypeError or ValueError when the text is not that."""
     head, _, rows = text.partition("\n")
-    stored = _Stored.model_validate_json(head)
+    stored = decode(_Stored, head)
     dist = stored.dist
     if dist is not None:
-        dist = dist.model_copy(update={"records": _rows(rows)})
+        dist = replace(dist, records=_rows(rows))
     return dist, stored.findings
 
 
 def _rows(text: str) -> tuple[RecordEntry, ...]:
-    """RECORD rows as stored: four columns, each checked in one pass at C speed (pydantic
-    took 2 us a row, as long as the rest of a warm run's reading for torch's 13,000)."""
+    """RECORD rows as stored: four columns, each checked in one pass at C speed (a check per
+    row took 2 us, as long as the rest of a warm run's reading for torch's 13,000)."""
     columns = json.loads(text)
     if not isinstance(columns, list) or len(columns) != len(RecordEntry._fields):
         raise TypeError("not RECORD columns")

@@ -16,9 +16,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from pydantic import TypeAdapter
-
 from cudatx.cache import file_key, settled
+from cudatx.codec import decode, encode
 from cudatx.models import PythonTarget
 from cudatx.paths import is_library_name
 
@@ -60,7 +59,7 @@ class _Folder(NamedTuple):
     entries: tuple[tuple[str, bool], ...]  # (name, is a symlink) of *.so* names, in order
 
 
-_LISTING = TypeAdapter(tuple[_Folder, ...])
+_LISTING = tuple[_Folder, ...]
 
 
 def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[str]]]:
@@ -74,7 +73,7 @@ def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[st
     text = cache.get("walk", top, "") if cache is not None else None
     if text is not None:
         try:
-            listed = _LISTING.validate_json(text)
+            listed = decode(_LISTING, text)
         except ValueError:
             assert cache is not None
             cache.invalid()
@@ -83,7 +82,7 @@ def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[st
                 return [(f.path, _files(f)) for f in listed]
     found = _walk_folders(top)
     if cache is not None and all(f.state for f in found):
-        cache.put("walk", top, "", _LISTING.dump_json(found).decode())
+        cache.put("walk", top, "", encode(found))
     return [(f.path, _files(f)) for f in found]
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment, first_invalid
+from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment, one_line
 from cudatx.reading import MAX_ANSWER
 
 if TYPE_CHECKING:
@@ -269,9 +269,8 @@ class Query:
         return None
 
     def result(self) -> PythonTarget:
-        from pydantic import ValidationError
-
-        from cudatx.models import PythonTarget  # pydantic: after the query has started
+        from cudatx.codec import Invalid, convert
+        from cudatx.models import PythonTarget
 
         interpreter = self.interpreter
         started, fd = self._started, self._answer
@@ -301,11 +300,10 @@ class Query:
             data = json.loads(answer.decode("utf-8", "surrogateescape"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            return PythonTarget(found_by=self.found_by, **data)
-        except ValidationError as exc:
+            return convert(PythonTarget, {**data, "found_by": self.found_by})
+        except Invalid as exc:
             raise EnvironmentNotFound(
-                f"{interpreter} gave an answer cudatx cannot use ({exc.error_count()} errors; "
-                f"{first_invalid(exc, 'answer')})"
+                f"{interpreter} gave an answer cudatx cannot use ({one_line(str(exc))})"
             ) from None
         except (ValueError, TypeError, RecursionError) as exc:
             raise EnvironmentNotFound(

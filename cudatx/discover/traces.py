@@ -24,10 +24,9 @@ import os
 import shlex
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from cudatx.discover.confinement import STORE_DIR
 from cudatx.discover.lddebug import DLOPEN, TracedProcess, absolute
+from cudatx.documents import load_json
 from cudatx.errors import StoreError, first_invalid
 from cudatx.models import Finding, Frozen
 from cudatx.trust import identity, read_private, refuse_foreign
@@ -169,10 +168,10 @@ def read_traces(prefix: str, *, strict: bool) -> tuple[tuple[Trace, ...], tuple[
     for name in names:
         path = folder / name
         try:
-            record = TraceRecord.model_validate_json(read_private(path))
+            record = load_json(TraceRecord, read_private(path))
         except FileNotFoundError:
             continue  # cleared while this read the folder
-        except (OSError, StoreError, ValidationError) as exc:
+        except (OSError, StoreError, ValueError) as exc:  # ValueError: pydantic's refusal
             failed = _failure(path, exc)
             if strict:
                 raise failed from None
@@ -183,6 +182,8 @@ def read_traces(prefix: str, *, strict: bool) -> tuple[tuple[Trace, ...], tuple[
 
 
 def _failure(path: Path, exc: Exception) -> StoreError:
+    from pydantic import ValidationError  # imported by load_json already
+
     if isinstance(exc, StoreError):
         return exc
     if isinstance(exc, ValidationError):

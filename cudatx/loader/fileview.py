@@ -12,13 +12,12 @@ import os
 import stat
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter
-
 from cudatx.cache import file_key, settled
+from cudatx.codec import decode, encode
 from cudatx.elf.exports import Definitions
 from cudatx.errors import ElfReadError
 from cudatx.models import ElfInfo, Frozen, Symbols
@@ -46,7 +45,7 @@ class Probe:
 
 
 _MISSING = Probe(Seen.MISSING)
-_NAMES = TypeAdapter(tuple[str, ...])
+_NAMES = tuple[str, ...]
 
 
 class FileView:
@@ -112,7 +111,7 @@ class FileView:
             for path, names in left.items():
                 st = self._stats.get(path)
                 if st is not None and path not in self._strings:
-                    self.cache.put_file("rodata", st, _NAMES.dump_json(names).decode())
+                    self.cache.put_file("rodata", st, encode(names))
 
     def strings(self, path: str) -> tuple[str, ...]:
         """Soname-shaped strings of the object's .rodata; () where it cannot be read."""
@@ -184,7 +183,7 @@ class FileView:
         if text == "null":
             return (None,)
         try:
-            return (Symbols.model_validate_json(text),)
+            return (decode(Symbols, text),)
         except ValueError:
             self.cache.invalid()
             return None
@@ -211,7 +210,7 @@ class FileView:
         self._symbols[path] = symbols
         self.tables[probe.file_id or path] = exports
         if self.cache is not None and st is not None:
-            text = "null" if symbols is None else symbols.model_dump_json(exclude_defaults=True)
+            text = "null" if symbols is None else encode(symbols)
             self.cache.put_file("syms", st, text)
 
     def glob(self, pattern: str) -> list[str]:
@@ -252,7 +251,7 @@ class FileView:
             text = self.cache.get_file("rodata", st)
             if text is not None:
                 try:
-                    return _NAMES.validate_json(text)
+                    return decode(_NAMES, text)
                 except ValueError:
                     self.cache.invalid()
         fetched = self._prefetch.take(path) if self._prefetch is not None else None
@@ -268,7 +267,7 @@ class FileView:
                     return ()
                 found = ()
         if self.cache is not None:
-            self.cache.put_file("rodata", st, _NAMES.dump_json(found).decode())
+            self.cache.put_file("rodata", st, encode(found))
         return found
 
     def real(self, path: str) -> str:
@@ -304,13 +303,11 @@ class FileView:
         except ElfReadError as exc:
             seen = Seen.DENIED if exc.reason == "permission denied" else Seen.BAD
             if self.cache is not None and not exc.io:
-                self.cache.put_file("elf", st, _Stored(bad=exc.reason).model_dump_json())
+                self.cache.put_file("elf", st, encode(_Stored(bad=exc.reason)))
             return Probe(seen, reason=exc.reason, file_id=file_id)
         if self.cache is not None:
-            fact = _Stored(
-                info=info.model_copy(update={"path": ""}), inits=inits, asked=pyinit_name(path)
-            )
-            self.cache.put_file("elf", st, fact.model_dump_json())
+            fact = _Stored(info=replace(info, path=""), inits=inits, asked=pyinit_name(path))
+            self.cache.put_file("elf", st, encode(fact))
         return Probe(Seen.ELF, info=info, file_id=file_id, inits=inits)
 
 
@@ -332,8 +329,8 @@ def _from_stored(text: str, path: str, file_id: tuple[int, int]) -> Probe | None
     """A probe from what the cache holds; None when it holds something else, _ANOTHER_NAME
     when it was stored under a name that asks of another PyInit name."""
     try:
-        stored = _Stored.model_validate_json(text)
-    except ValueError:  # pydantic's ValidationError is a ValueError
+        stored = decode(_Stored, text)
+    except ValueError:  # cudatx.codec.Invalid
         return None
     if stored.bad is not None:
         return Probe(Seen.BAD, reason=stored.bad, file_id=file_id)
@@ -341,7 +338,7 @@ def _from_stored(text: str, path: str, file_id: tuple[int, int]) -> Probe | None
         return None
     if stored.asked != pyinit_name(path):
         return _ANOTHER_NAME
-    info = stored.info.model_copy(update={"path": path})
+    info = replace(stored.info, path=path)
     return Probe(Seen.ELF, info=info, file_id=file_id, inits=stored.inits)
 
 

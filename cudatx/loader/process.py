@@ -34,7 +34,7 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cudatx.elf.system import SystemLoader
@@ -391,8 +391,8 @@ class Process:
     def _fail(
         resolutions: list[Resolution], at: int, message: str, missing: tuple[str, ...]
     ) -> None:
-        resolutions[at] = resolutions[at].model_copy(
-            update={"status": Status.ERROR, "detail": message, "missing": missing}
+        resolutions[at] = replace(
+            resolutions[at], status=Status.ERROR, detail=message, missing=missing
         )
 
     # -- one name ------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cudatx.discover.catalog import (
     Catalog,
@@ -220,13 +220,12 @@ def _attempt(
         cause = f"{failed.name} {failed.status.value}, needed by {failed.needed_by}"
         if failed.missing:  # a version or a symbol: glibc's own message says it all
             cause = failed.detail or cause
-        head = head.model_copy(
-            update={
-                "status": Status.ERROR,
-                "detail": f"cannot load: {cause}",
-                "cause": failed.cause or failed.name,
-                "missing": failed.missing,
-            }
+        head = replace(
+            head,
+            status=Status.ERROR,
+            detail=f"cannot load: {cause}",
+            cause=failed.cause or failed.name,
+            missing=failed.missing,
         )
     return [head], failed
 

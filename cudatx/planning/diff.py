@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Set
+from dataclasses import replace
 
 from cudatx.analysis import frameworks, observed
 from cudatx.analysis.broken import already_broken
@@ -260,11 +261,10 @@ def diff(
         requirements = []
     traced = observed.by_root(env)
     every = [
-        b.model_copy(
-            update={
-                "roots": tuple(sorted({r for r in roots if r not in traced})),
-                "traces": tuple(sorted({traced[r].id for r in roots if r in traced})),
-            }
+        replace(
+            b,
+            roots=tuple(sorted({r for r in roots if r not in traced})),
+            traces=tuple(sorted({traced[r].id for r in roots if r in traced})),
         )
         for b, roots in broken.values()
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cudatx.analysis.commands import conda_command
 from cudatx.analysis.ownership import Ownership, conda_record_of
@@ -86,7 +86,7 @@ def plan_change(
     names = {p.name for p in plan.reinstall}
     touched = (*removing, *(d for d in env.distributions if d.name in names))
     notes = _withheld_note(withheld(touched, env.target.prefix)) + _conda_notes(env, plan)
-    return plan.model_copy(update={"notes": plan.notes + notes}) if notes else plan
+    return replace(plan, notes=plan.notes + notes) if notes else plan
 
 
 def _change(
@@ -106,16 +106,14 @@ def _change(
         # A suggestion: checked here only where the bytes the reinstall restores are the
         # ones on disk now; otherwise `--repair` stages the wheels and checks it.
         if _restores_other_bytes(env, fixes, removing):
-            return plain.model_copy(
-                update={"repair": Repair(reinstall=tuple(map(name_version, fixes)), safe=None)}
+            return replace(
+                plain, repair=Repair(reinstall=tuple(map(name_version, fixes)), safe=None)
             )
         after = simulate(env, removing, fixes, installing)
         repaired = diff(
             env, after, removing, fixes, checks, installing, strict=strict, no_deps=no_deps
         )
-        return plain.model_copy(
-            update={"repair": Repair(reinstall=repaired.reinstall, safe=repaired.safe)}
-        )
+        return replace(plain, repair=Repair(reinstall=repaired.reinstall, safe=repaired.safe))
     if options.stage is None:
         raise ValueError("a repair needs a way to stage the wheels it reinstalls")
     try:
@@ -123,12 +121,11 @@ def _change(
     except UvFailed as exc:
         names = ", ".join(f"{d.name}=={d.version}" for d in fixes)
         note = f"the repair reinstalls {names}, whose wheels cannot be had: {exc.message}"
-        return plain.model_copy(
-            update={
-                "safe": False,
-                "reinstall": tuple(map(name_version, fixes)),
-                "notes": (*plain.notes, note),
-            }
+        return replace(
+            plain,
+            safe=False,
+            reinstall=tuple(map(name_version, fixes)),
+            notes=(*plain.notes, note),
         )
     # A reinstall is an uninstall and an install of the staged copy: its bytes, not the
     # ones on disk, are what the loader meets afterwards.

@@ -19,7 +19,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.utils import canonicalize_name
 
@@ -123,9 +123,6 @@ def _stage(
 
 def relocate(dist: Distribution, site: str) -> Distribution:
     """The staged distribution as it will be once installed into `site`."""
-    return dist.model_copy(
-        update={
-            "site": site,
-            "metadata_dir": os.path.join(site, os.path.basename(dist.metadata_dir)),
-        }
+    return replace(
+        dist, site=site, metadata_dir=os.path.join(site, os.path.basename(dist.metadata_dir))
     )

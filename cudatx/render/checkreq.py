@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
+from cudatx.documents import dump
 from cudatx.planning.checkreq import FileCheck
 from cudatx.render import plan as render_plan
 
 
 def to_json(checks: list[FileCheck]) -> str:
-    data = {"schema_version": 1, "files": [c.model_dump(mode="json") for c in checks]}
+    data = {"schema_version": 1, "files": [dump(c, mode="json") for c in checks]}
     return json.dumps(data, indent=2)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from cudatx.analysis.doctor import DoctorReport
 from cudatx.analysis.problems import Problem, Severity
+from cudatx.documents import dump_json
 
 _CONSEQUENCES = 6  # lines under one finding; --json lists them all
 
 
 def to_json(report: DoctorReport) -> str:
-    return report.model_dump_json(indent=2)
+    return dump_json(report, indent=2)
 
 
 def _problem(problem: Problem) -> list[str]:

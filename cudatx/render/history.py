@@ -7,6 +7,7 @@ import json
 import shlex
 from typing import Any
 
+from cudatx.documents import dump
 from cudatx.txn.journal import Journal, Package, State
 
 SCHEMA_VERSION = 1
@@ -29,9 +30,9 @@ def _summary(journal: Journal) -> dict[str, Any]:
         "state": journal.state.value,
         "command": journal.command,
         "changes": journal.changes,
-        "remove": [p.model_dump() for p in journal.remove],
-        "install": [p.model_dump() for p in journal.install],
-        "reinstall": [p.model_dump() for p in journal.reinstall],
+        "remove": [dump(p) for p in journal.remove],
+        "install": [dump(p) for p in journal.install],
+        "reinstall": [dump(p) for p in journal.reinstall],
         "error": journal.error,
         "pruned": journal.pruned,
     }
@@ -49,7 +50,7 @@ def to_json(journals: list[Journal], prefix: str) -> str:
 
 
 def show_json(journal: Journal) -> str:
-    return json.dumps(journal.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    return json.dumps(dump(journal, mode="json"), indent=2, sort_keys=True) + "\n"
 
 
 def _packages(verb: str, sign: str, packages: tuple[Package, ...]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from cudatx.documents import dump_json
 from cudatx.paths import display_path as shown
 from cudatx.planning.models import Broken, NameVersion, Plan, Rebound, TraceRun
 
@@ -11,7 +12,7 @@ _SHOWN_NAMES = 4  # a group of rebinds names this many sonames, then counts the 
 
 
 def to_json(plan: Plan) -> str:
-    return plan.model_dump_json(indent=2)
+    return dump_json(plan, indent=2)
 
 
 def _count(n: int, noun: str) -> str:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from cudatx.discover.traces import Trace
+from cudatx.documents import dump
 
 SCHEMA_VERSION = 1
 
@@ -55,7 +56,7 @@ def summary(trace: Trace) -> dict[str, Any]:
         "path": trace.path,
         "files": len(r.files),
         "others": r.others,
-        "processes": [p.model_dump(mode="json") for p in r.processes],
+        "processes": [dump(p, mode="json") for p in r.processes],
     }
 
 

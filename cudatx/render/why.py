@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cudatx.analysis.why import Owner, Route, WhyReport
+from cudatx.documents import dump_json
 from cudatx.models import Attempt, Evidence, How, Outcome, Status
 from cudatx.paths import display_path
 
@@ -10,7 +11,7 @@ _MAX_NEEDERS = 8  # the JSON lists them all
 
 
 def to_json(report: WhyReport) -> str:
-    return report.model_dump_json(indent=2)
+    return dump_json(report, indent=2)
 
 
 class _Paths:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from cudatx.digest import sha256_hex
 from cudatx.discover.conda import conda_meta
 from cudatx.discover.dists import installed_state, reinstall_spec
+from cudatx.documents import dump
 from cudatx.environment import Environment
 from cudatx.errors import Busy, CudatxError, InUse, Refused, RolledBack, StoreError
 from cudatx.planning.change import Change, Proposal
@@ -202,7 +203,7 @@ def apply_change(
                 install=tuple(map(Package.of, change.staged)),
                 reinstall=tuple(map(Package.of, change.reinstalling)),
                 created_folders=tuple(created_folders(arriving, env.target.prefix)),
-                plan=plan.model_dump(mode="json"),
+                plan=dump(plan, mode="json"),
                 state=State.STARTED,
             ),
         )

@@ -11,12 +11,12 @@ from __future__ import annotations
 import datetime
 import os
 import signal
+from dataclasses import field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
-from cudatx.models import Distribution
+from cudatx.documents import dump, load
+from cudatx.models import Distribution, Frozen
 
 if TYPE_CHECKING:
     from cudatx.txn.store import Store
@@ -44,9 +44,9 @@ class State(StrEnum):
         return self in (State.COMMITTED, State.ROLLED_BACK)
 
 
-class _Model(BaseModel):
+class _Model(Frozen):
     # extra="ignore": a journal written by a later cudatx with more fields still reads.
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "ignore"}
 
 
 class Step(_Model):
@@ -74,13 +74,13 @@ class Journal(_Model):
     install: tuple[Package, ...] = ()
     reinstall: tuple[Package, ...] = ()
     created_folders: tuple[str, ...] = ()  # folders the change creates, deepest first
-    plan: dict[str, Any] = {}  # the plan's JSON, as `--json` printed it
+    plan: dict[str, Any] = field(default_factory=dict)  # the plan's JSON, as `--json` printed it
     state: State
     steps: tuple[Step, ...] = ()
     error: str | None = None
     outside: tuple[str, ...] = ()  # paths the snapshot left alone: they lead outside
     withheld: tuple[str, ...] = ()  # RECORD entries taken out before uv ran
-    after: dict[str, str | None] = {}  # sha256 of each touched path once committed
+    after: dict[str, str | None] = field(default_factory=dict)  # sha256 of each touched path
     pruned: str | None = None  # when `history prune` freed the snapshot
 
     @property
@@ -112,8 +112,8 @@ class JournalWriter:
 
     def record(self, **fields: Any) -> None:
         """Fields to keep, written with the next step."""
-        # Validated, not model_copy'd: what is written must read back.
-        self.journal = Journal.model_validate({**self.journal.model_dump(), **fields})
+        # Validated, not replace()d: what is written must read back.
+        self.journal = load(Journal, {**dump(self.journal), **fields})
 
     def step(self, state: State, **fields: Any) -> None:
         steps = (*self.journal.steps, Step(state=state, time=now()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from dataclasses import replace
 
 from packaging.utils import canonicalize_name
 
@@ -183,6 +184,6 @@ def prune(prefix: str, keep: int) -> list[str]:
                 shutil.rmtree(saved)
             except OSError as exc:
                 raise StoreError(f"cannot free {saved}: {exc.strerror}", path=str(saved)) from None
-            store.write_journal(journal.model_copy(update={"pruned": now()}))
+            store.write_journal(replace(journal, pruned=now()))
             pruned.append(txn)
         return pruned

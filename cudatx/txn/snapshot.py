@@ -29,13 +29,15 @@ import os
 import shutil
 import stat
 from collections.abc import Iterable, Mapping
+from dataclasses import field
 from pathlib import Path
 from typing import NamedTuple
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from cudatx.digest import digest_fd
 from cudatx.discover.confinement import inside
+from cudatx.documents import dump, load_json
 from cudatx.errors import StoreError
 from cudatx.models import Frozen
 from cudatx.reading import open_regular
@@ -74,7 +76,7 @@ class Snapshot(Frozen):
     folders: tuple[str, ...]  # folders that existed (dist-info...), restored even if empty
     # Permission bits of each folder above a saved path (up to the prefix) and of each
     # folder it keeps: one a rollback recreates gets its mode back, not the umask's.
-    folder_modes: dict[str, int] = Field(default_factory=dict)
+    folder_modes: dict[str, int] = field(default_factory=dict)
     installed: tuple[dict[str, str | None], ...]  # name, version, direct_url (from the caller)
     created: str
     prefix: str  # the environment; restore refuses to write anywhere that resolves outside it
@@ -178,7 +180,7 @@ def _remove_stale(path: Path) -> None:
 
 
 def _manifest_bytes(snapshot: Snapshot) -> bytes:
-    return (json.dumps(snapshot.model_dump(mode="json"), sort_keys=True, indent=2) + "\n").encode()
+    return (json.dumps(dump(snapshot, mode="json"), sort_keys=True, indent=2) + "\n").encode()
 
 
 def take(
@@ -349,7 +351,7 @@ def load(txn_dir: Path) -> Snapshot | None:
     path = final / MANIFEST
     try:
         refuse_foreign(final, os.lstat(final), folder=True)
-        return Snapshot.model_validate_json(read_private(path))
+        return load_json(Snapshot, read_private(path))
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror}", path=str(path)) from None
     except ValidationError as exc:

@@ -32,6 +32,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from cudatx.discover.confinement import STORE_DIR
+from cudatx.documents import dump, load_json
 from cudatx.errors import Busy, StoreError, first_invalid
 from cudatx.trust import PRIVATE, read_private, refuse_foreign
 from cudatx.txn.journal import Journal
@@ -192,7 +193,7 @@ class Store:
         path = folder / JOURNAL
         try:
             refuse_foreign(folder, os.lstat(folder), folder=True)
-            return Journal.model_validate_json(read_private(path))
+            return load_json(Journal, read_private(path))
         except FileNotFoundError:
             raise StoreError(f"transaction {txn} has no journal ({path})", path=str(path)) from None
         except OSError as exc:
@@ -209,7 +210,7 @@ class Store:
         self._ensure()
         folder = self.txn_dir(journal.id)
         make_private_dir(folder)
-        data = journal.model_dump(mode="json")
+        data = dump(journal, mode="json")
         text = json.dumps(data, sort_keys=True, indent=2) + "\n"
         path = folder / JOURNAL
         try:

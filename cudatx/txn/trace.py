@@ -29,6 +29,7 @@ from pathlib import Path
 from cudatx.discover.confinement import inside
 from cudatx.discover.lddebug import TracedProcess, absolute, read_report, report_files
 from cudatx.discover.traces import FileState, Trace, TraceRecord, read_traces, traces_dir
+from cudatx.documents import dump_json
 from cudatx.errors import CommandNotExecutable, CommandNotFound, StoreError, UsageError
 from cudatx.models import PythonTarget
 from cudatx.reading import open_regular
@@ -182,7 +183,7 @@ def write(record: TraceRecord, code: int) -> str:
     try:
         make_private_dir(folder.parent)
         make_private_dir(folder)
-        atomic_write(path, (record.model_dump_json(indent=2) + "\n").encode())
+        atomic_write(path, (dump_json(record, indent=2) + "\n").encode())
     except (OSError, StoreError) as exc:
         reason = exc.message if isinstance(exc, StoreError) else (exc.strerror or str(exc))
         raise StoreError(

@@ -12,6 +12,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -399,10 +400,10 @@ def test_foreign_byte_order_and_machine(
     path = tmp_path / "libbig.so"
     path.write_bytes(image)
     info = read_elf(str(path))
-    assert info == expected.model_copy(update={"path": str(path)})
+    assert info == replace(expected, path=str(path))
     # readelf reads the dynamic table through the program headers when there are no sections;
     # version needs (from .gnu.version_r) and objdump's DT_FLAGS_1 number need sections.
-    assert info.model_copy(update={"version_needs": (), "flags_1": 0}) == readelf_view(path)
+    assert replace(info, version_needs=(), flags_1=0) == readelf_view(path)
     assert "Flags: NODEFLIB" in _run("readelf", "-dW", path)
 
 
@@ -618,7 +619,7 @@ def test_rodata_sonames_extended_section_numbering(names_lib: Path, tmp_path: Pa
     path = tmp_path / "libextended.so"
     path.write_bytes(bytes(data))
     assert list(_oracle_check(path)) == NAMES_FOUND
-    assert read_elf(str(path)) == read_elf(str(names_lib)).model_copy(update={"path": str(path)})
+    assert read_elf(str(path)) == replace(read_elf(str(names_lib)), path=str(path))
 
 
 def _patched(lib: Path, tmp_path: Path, section: str, fmt: str, at: int, value: int) -> Path:

@@ -36,6 +36,7 @@ from zipfile import ZipFile
 import pytest
 
 from cudatx.discover.catalog import load_catalog
+from cudatx.documents import dump
 from cudatx.planning.change import Planning, propose_removal
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
@@ -791,8 +792,8 @@ def test_plan_removal_is_what_the_cli_prints(trap: Path, work: Path) -> None:
     chosen = select(env, (CU12,))
     plain = plan_change(env, chosen, (), PlanOptions(repair=False))
     repaired = propose_removal(env, (CU12,), (), Planning(PlanOptions(repair=True))).plan
-    assert plain.model_dump(mode="json") == plan_of(trap, CU12, cwd=work, rc=1)
-    assert repaired.model_dump(mode="json") == plan_of(trap, CU12, "--repair", cwd=work, rc=0)
+    assert dump(plain, mode="json") == plan_of(trap, CU12, cwd=work, rc=1)
+    assert dump(repaired, mode="json") == plan_of(trap, CU12, "--repair", cwd=work, rc=0)
     assert plain.repair is not None
     # cu12's bytes are on disk: the suggestion restores cu13's, checked only with --repair
     assert plain.repair.reinstall == repaired.reinstall and plain.repair.safe is None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatx import documents
 from cudatx.cli import main
 from cudatx.render import history as render_history
 from cudatx.txn import rollback, snapshot
@@ -35,7 +36,7 @@ def _journal(**fields: object) -> Journal:
         "created": "2026-12-01T00:00:00+00:00",
         "state": State.COMMITTED,
     }
-    return Journal.model_validate(data | fields)
+    return documents.load(Journal, data | fields)
 
 
 def test_history_counts_installs_with_removals_and_reinstalls() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatx.documents import load_json
 from cudatx.errors import UnreadableFile
 from cudatx.txn.running import Holder, InUseReport, Unknown, processes_using
 from tests.support import compile_lib
@@ -192,18 +193,22 @@ def test_an_unstatable_path_is_an_error(tmp_path: Path) -> None:
 SCAN = """
 import sys
 sys.path.insert(0, sys.argv[1])
+from cudatx.documents import dump_json
 from cudatx.txn.running import processes_using
-print(processes_using(sys.argv[2:]).model_dump_json())
+print(dump_json(processes_using(sys.argv[2:])))
 """
 
 
 def _modules_to_copy() -> list[str]:
-    """Files and package folders outside the standard library that cudatx.txn.running imports."""
+    """Files and package folders outside the standard library that cudatx.txn.running imports,
+    and pydantic's, which writes its report (cudatx.documents)."""
     probe = textwrap.dedent(
         """
         import json, os, site, sys
         sys.path.insert(0, sys.argv[1])
         import cudatx.txn.running
+        import pydantic
+        pydantic.TypeAdapter(cudatx.txn.running.InUseReport)
         sites = tuple(os.path.realpath(p) + os.sep for p in site.getsitepackages())
         out = set()
         for name, mod in list(sys.modules.items()):
@@ -282,7 +287,7 @@ def test_unreadable_maps_are_unknown(built_lib: Path) -> None:
             )
             assert run.returncode == 0, run.stderr
             assert time.monotonic() - started < 10
-        report = InUseReport.model_validate_json(run.stdout)
+        report = load_json(InUseReport, run.stdout)
     finally:
         shutil.rmtree(shared)
 

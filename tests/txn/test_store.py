@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from cudatx import documents
 from cudatx.errors import Busy, ExitCode, StoreError
 from cudatx.txn.journal import Journal, State
 from cudatx.txn.snapshot import SNAPSHOT, SNAPSHOT_TMP, load, restore, take, verify_saved
@@ -154,7 +155,7 @@ def test_journals_round_trip_and_ids_list_only_journalled_folders(tmp_path: Path
     assert store.ids() == [first, second]
     assert store.read_journal(second) == started
     text = (store.txn_dir(first) / "journal.json").read_text()
-    data = _journal(first, State.COMMITTED).model_dump(mode="json")
+    data = documents.dump(_journal(first, State.COMMITTED), mode="json")
     assert text == json.dumps(data, sort_keys=True, indent=2) + "\n"
     store.write_journal(_journal(first, State.ROLLED_BACK))
     assert store.read_journal(first).state is State.ROLLED_BACK

@@ -1,0 +1,169 @@
+"""cudatx.codec: the models every run reads, to JSON and back without pydantic.
+
+What it builds must equal what was encoded, and what pydantic (cudatx.documents) builds
+from the same JSON; what it cannot take is an Invalid naming where, never a model of the
+wrong types (stricter than pydantic's lax mode: "64" is no integer, nor is true). And a plan
+printed as text must not import pydantic at all: that is why the codec exists (a third of a
+warm run's time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudatx import documents
+from cudatx.codec import Invalid, convert, decode, encode
+from cudatx.demo import build_demo
+from cudatx.discover.dists import scan_distributions
+from cudatx.elf.reader import read_elf
+from cudatx.models import (
+    Attempt,
+    CondaRecord,
+    Distribution,
+    ElfInfo,
+    How,
+    Outcome,
+    PythonTarget,
+    RecordEntry,
+    Resolution,
+    Status,
+    Symbols,
+    VersionNeed,
+)
+from tests.support import compile_lib
+from tests.support.cli import environ
+
+ELF = ElfInfo(
+    path="/x/libfoo.so.1",
+    elf_class=64,
+    data=1,
+    machine=62,
+    elf_type="ET_DYN",
+    soname="libfoo.so.1",
+    needed=("libc.so.6",),
+    runpath="$ORIGIN",
+    flags_1=8,
+    version_needs=(VersionNeed(file="libc.so.6", versions=("GLIBC_2.34",), weak=("GLIBC_2.2.5",)),),
+    version_defs=("libfoo.so.1", "FOO_1"),
+)
+DIST = Distribution(
+    name="cuda-conda",
+    display_name="cuda_conda",
+    version="1.0",
+    metadata_dir="/p/conda-meta/cuda-1.0-0.json",
+    site="/p",
+    kind="conda",
+    records=(RecordEntry("lib/a.so", "sha256", "abc", 3), RecordEntry("lib/b")),
+    requires=("x>=1; python_version > '3'",),
+    conda=CondaRecord(name="cuda", build="h_0", depends=("y >=2",)),
+)
+RESOLUTION = Resolution(
+    name="libfoo.so.1",
+    needed_by="/x/mod.so",
+    status=Status.ERROR,
+    how=How.RUNPATH,
+    attempts=(Attempt(how=How.RUNPATH, path="/x/libfoo.so.1", outcome=Outcome.FOUND),),
+    missing=("`FOO_2'",),
+)
+
+
+@pytest.mark.parametrize("value", [ELF, DIST, RESOLUTION, Symbols(undefined=("f@V@libc.so.6",))])
+def test_models_round_trip_and_read_as_pydantic_reads_them(value: object) -> None:
+    text = encode(value)
+    assert decode(type(value), text) == value
+    # Fields at their defaults are left out; pydantic fills them in the same way.
+    assert documents.load_json(type(value), text) == value
+    assert decode(type(value), documents.dump_json(value)) == value
+
+
+def test_a_real_library_and_a_real_distribution_round_trip(tmp_path: Path) -> None:
+    dep = compile_lib(tmp_path / "libdep.so.2", soname="libdep.so.2")
+    lib = compile_lib(tmp_path / "libreal.so.1", soname="libreal.so.1", needed=[dep])
+    info = read_elf(str(lib))
+    assert info.needed[0] == "libdep.so.2"
+    assert decode(ElfInfo, encode(info)) == info
+    dists, _ = scan_distributions([str(Path(json.__file__).parents[1] / "site-packages")])
+    for dist in dists[:20]:
+        assert decode(Distribution, encode(dist)) == dist
+
+
+_ELF = {"path": "/x", "elf_class": 64, "data": 1, "machine": 62, "elf_type": "ET_DYN"}
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (_ELF | {"elf_class": "64"}, "elf_class"),
+        (_ELF | {"elf_class": True}, "elf_class"),
+        ({k: v for k, v in _ELF.items() if k != "elf_type"}, "elf_type"),
+        (_ELF | {"x": 1}, "x"),
+        (
+            _ELF | {"version_needs": [{"file": "libc.so.6", "versions": ["A", 2]}]},
+            "version_needs.0.versions.1",
+        ),
+        (_ELF | {"needed": "libc"}, "needed"),
+        ([], ""),
+    ],
+)
+def test_what_it_cannot_take_is_invalid_and_says_where(data: object, where: str) -> None:
+    with pytest.raises(Invalid) as refused:
+        convert(ElfInfo, data)
+    assert ".".join(map(str, refused.value.where)) == where
+
+
+def test_enums_fixed_tuples_and_mappings_are_checked() -> None:
+    with pytest.raises(Invalid, match="not a Status"):
+        convert(Resolution, {"name": "a", "needed_by": "b", "status": "gone"})
+    with pytest.raises(Invalid, match="expected an array of 4"):
+        convert(tuple[RecordEntry, ...], [["a", None, None]])
+    target = {
+        "python": "/p/bin/python",
+        "executable": "/usr/bin/python3.11",
+        "version": "3.11.7",
+        "prefix": "/p",
+        "base_prefix": "/usr",
+        "sys_path": ["/p/lib"],
+        "site_packages": ["/p/lib"],
+        "stdlib": ["/usr/lib/python3.11"],
+        "extension_suffixes": [".so"],
+        "markers": {"os_name": 1},
+        "found_by": "--python",
+    }
+    with pytest.raises(Invalid) as refused:
+        convert(PythonTarget, target)
+    assert refused.value.where == ("markers", "os_name")
+    assert convert(PythonTarget, target | {"markers": {"os_name": "posix"}}).markers == {
+        "os_name": "posix"
+    }
+    with pytest.raises(Invalid, match="not JSON"):
+        decode(ElfInfo, "{")
+
+
+def test_a_plan_as_text_imports_no_pydantic(tmp_path: Path) -> None:
+    """The demo's dry run, as a user runs it: pydantic stays out of the process (cudatx.codec),
+    and comes in for --json (cudatx.documents)."""
+    demo = build_demo(tmp_path / "work")
+    probe = (
+        "import runpy, sys\n"
+        "try:\n"
+        "    runpy.run_module('cudatx', run_name='__main__')\n"
+        "finally:\n"
+        "    print('pydantic' in sys.modules, file=sys.stderr)\n"
+    )
+    for extra, imported in (((), "False"), (("--json",), "True")):
+        argv = ["remove", "nvidia-cudnn-cu13", "--dry-run", "--python", str(demo.python), *extra]
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *argv],
+            capture_output=True,
+            text=True,
+            env=environ() | {"CUDATX_CACHE_DIR": os.fspath(tmp_path / "cache")},
+            check=False,
+        )
+        assert done.returncode in (0, 1), done.stderr
+        assert done.stderr.splitlines()[-1] == imported, done.stderr
