@@ -330,6 +330,7 @@ def _rebuild(folder: Path, lock: int) -> bool:
 
 # The modules whose output the cache stores, relative to the package.
 _FINGERPRINTED = (
+    "analysis/cuda.py",
     "analysis/requirements.py",
     "cache.py",
     "discover/dists.py",
@@ -341,6 +342,7 @@ _FINGERPRINTED = (
     "loader/fileview.py",
     "loader/process.py",
     "models.py",
+    "data/cuda_majors.json",
 )
 
 

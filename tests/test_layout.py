@@ -30,6 +30,7 @@ SHARED = {
     "models",
     "codec",
     "documents",
+    "names",
     "paths",
     "digest",
     "reading",

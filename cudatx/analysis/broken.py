@@ -16,9 +16,6 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from packaging.requirements import InvalidRequirement
-from packaging.utils import canonicalize_name
-
 from cudatx.analysis import cuda, frameworks, observed, ownership
 from cudatx.analysis.commands import conda_command, cudatx_command, reinstall_command
 from cudatx.analysis.problems import (
@@ -31,6 +28,7 @@ from cudatx.discover.dists import parse_requirement
 from cudatx.environment import Environment
 from cudatx.loader import binding
 from cudatx.models import Distribution, Evidence, How, Resolution, Status, SystemPackage
+from cudatx.names import canonical_name
 
 _FAILED = (Status.NOT_FOUND, Status.ERROR)
 
@@ -343,8 +341,8 @@ class _Causes:
             if name not in needers:
                 continue
             try:
-                wanted = canonicalize_name(parse_requirement(text).name)
-            except InvalidRequirement:
+                wanted = canonical_name(parse_requirement(text).name)
+            except ValueError:  # packaging's InvalidRequirement
                 continue
             if wanted in providers:
                 return needers[name], text, why
@@ -531,7 +529,7 @@ def _requirement_fix(env: Environment, text: str) -> str | None:
     """`cudatx install NAME<specifier>`: checked before it is applied, like any install."""
     try:
         requirement = parse_requirement(text)
-    except InvalidRequirement:
+    except ValueError:  # packaging's InvalidRequirement
         return None
     spec = f"{requirement.name}{requirement.specifier}"
     return cudatx_command(env, "install", spec)

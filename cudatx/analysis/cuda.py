@@ -10,6 +10,7 @@ and their order are in :func:`cuda_major_of_file`; the tables are in
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -19,9 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import resources
-
-from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
+from typing import TYPE_CHECKING
 
 from cudatx.analysis.ownership import Ownership
 from cudatx.discover.dists import applicable_requirements
@@ -29,6 +28,10 @@ from cudatx.discover.torch_version import read_torch_cuda
 from cudatx.environment import Environment
 from cudatx.models import CondaRecord, Distribution, ElfInfo, Frozen, Status
 from cudatx.paths import is_library_name
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
 
 __all__ = [
     "Basis",
@@ -282,15 +285,33 @@ def _dist_metadata(ctx: _Context, dist: Distribution) -> tuple[int, str] | None:
         if major is not None:
             decided = (major, f"{dist.name} {dist.version} tracks the CUDA version")
     if decided is None:
-        decided = _agreeing(
-            (
-                _requirement_major(ctx, req, dist.name)
-                for req in applicable_requirements(dist, ctx.env.target.markers)
-            ),
-            majority=True,
-        )
+        decided = _agreeing(_requirement_majors(ctx, dist), majority=True)
     ctx.dist_majors[dist.name] = decided
     return decided
+
+
+def _requirement_majors(ctx: _Context, dist: Distribution) -> list[tuple[int, str]]:
+    """What the applicable Requires-Dist of `dist` say of its CUDA major, each with the words
+    that show it. Parsing and evaluating them is what a warm plan would import packaging for
+    (cudatx.names): the answer is kept in the scan cache, keyed by the lines and the markers
+    (the rules are in the cache's fingerprint)."""
+    markers = ctx.env.target.markers
+    cache = ctx.env.view.cache
+    state = ""
+    if cache is not None:
+        facts = json.dumps([dist.requires, sorted(markers.items())])
+        state = hashlib.sha256(facts.encode()).hexdigest()
+        text = cache.get("requirement majors", dist.metadata_dir, state)
+        if text is not None:
+            try:
+                return [(int(major), str(shown)) for major, shown in json.loads(text)]
+            except (TypeError, ValueError):
+                cache.invalid()
+    said = (_requirement_major(ctx, r, dist.name) for r in applicable_requirements(dist, markers))
+    found = [major for major in said if major is not None]
+    if cache is not None:
+        cache.put("requirement majors", dist.metadata_dir, state, json.dumps(found))
+    return found
 
 
 _CONDA_BUILD = re.compile(r"(?:^|[^a-z])cuda([0-9]+)")

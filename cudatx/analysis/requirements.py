@@ -7,18 +7,19 @@ import hashlib
 import json
 import re
 from dataclasses import replace
-
-from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING
 
 from cudatx.discover.dists import applicable_requirements
 from cudatx.environment import Environment
 from cudatx.models import Distribution
+from cudatx.names import canonical_name
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 # (canonical name, requirement text, specifier) of one distribution's applicable
 # Requires-Dist, parsed once per plan: marker evaluation is most of their cost.
-Parsed = tuple[tuple[str, str, SpecifierSet], ...]
+Parsed = tuple[tuple[str, str, "SpecifierSet"], ...]
 
 
 def parsed(
@@ -31,7 +32,7 @@ def parsed(
     found = memo.get(dist.metadata_dir)
     if found is None:
         found = memo[dist.metadata_dir] = tuple(
-            (canonicalize_name(r.name), str(r), r.specifier)
+            (canonical_name(r.name), str(r), r.specifier)
             for r in applicable_requirements(dist, markers, extras)
         )
     return found
@@ -42,6 +43,8 @@ def why_unmet(name: str, specifier: SpecifierSet, versions: dict[str, str]) -> s
         return "is not installed"
     if not specifier:
         return None
+    from packaging.version import InvalidVersion, Version  # cudatx.names
+
     try:
         met = specifier.contains(Version(versions[name]), prereleases=True)
     except InvalidVersion:
@@ -59,7 +62,7 @@ def naming(dist: Distribution, names: set[str]) -> Distribution:
 
     def may_name(text: str) -> bool:
         match = _NAME.match(text)
-        return match is None or canonicalize_name(match.group(1)) in names
+        return match is None or canonical_name(match.group(1)) in names
 
     return replace(dist, requires=tuple(filter(may_name, dist.requires)))
 

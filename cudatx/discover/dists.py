@@ -14,19 +14,17 @@ from pathlib import Path
 from types import NoneType
 from typing import TYPE_CHECKING
 
-from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
 from cudatx.cache import file_key
 from cudatx.cache import settled as is_settled
 from cudatx.codec import decode, encode
 from cudatx.models import Distribution, Finding, Frozen, RecordEntry
+from cudatx.names import canonical_name
 from cudatx.reading import MAX_METADATA, MAX_RECORD, read_bounded
 
 if TYPE_CHECKING:
     from email.message import Message  # 7 ms to import; only a cache miss parses headers
+
+    from packaging.requirements import Requirement
 
     from cudatx.cache import ScanCache
 
@@ -242,7 +240,7 @@ def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Di
         requires = tuple(headers.get_all("Requires-Dist") or ())
     installer = _read_text(meta_dir / "INSTALLER", findings)
     return Distribution(
-        name=canonicalize_name(display),
+        name=canonical_name(display),
         display_name=display,
         version=version,
         metadata_dir=str(meta_dir),
@@ -296,6 +294,8 @@ def parse_requirement(text: str) -> Requirement:
     which raises SyntaxError on a NUL, and descends recursively into nested parentheses, so
     two thousand of them raise RecursionError. packaging 26.4 refuses both itself; any
     packaging >= 25 may be installed beside cudatx."""
+    from packaging.requirements import InvalidRequirement, Requirement  # cudatx.names
+
     try:
         return Requirement(text)
     except SyntaxError:
@@ -410,6 +410,11 @@ def applicable_requirements(
     extra="" and with each of `extras`, the extras taken as installed: requirements behind
     extras nobody asked for do not apply). Unreadable lines and markers naming unknown
     variables are skipped: hostile metadata is no reason to crash."""
+    if not dist.requires:
+        return  # nothing to parse: packaging is not imported (cudatx.names)
+    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement
+
     environments = [{**markers, "extra": e} for e in ("", *extras)]
     for text in dist.requires:
         try:
@@ -458,7 +463,9 @@ def installed_extras(
 
 
 def _met(requirement: Requirement, versions: Mapping[str, str]) -> bool:
-    version = versions.get(canonicalize_name(requirement.name))
+    from packaging.version import InvalidVersion, Version
+
+    version = versions.get(canonical_name(requirement.name))
     if version is None:
         return False
     try:

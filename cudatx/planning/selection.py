@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import fnmatch
 
-from packaging.utils import canonicalize_name
-
 from cudatx.analysis.cuda import cuda_major_of_dist
 from cudatx.environment import Environment
 from cudatx.errors import NotInEnvironment, UsageError
 from cudatx.models import CONDA_PREFIX, Distribution
+from cudatx.names import canonical_name
 
 _GLOB = set("*?[")
 
@@ -38,7 +37,7 @@ def _one(env: Environment, spec: str) -> list[Distribution]:
         # unified the same way; the glob characters themselves survive.
         pattern = spec.lower().replace("_", "-").replace(".", "-")
         return [d for d in env.distributions if fnmatch.fnmatchcase(d.name, pattern)]
-    name = canonicalize_name(spec)
+    name = canonical_name(spec)
     found = [d for d in env.distributions if d.name == name]
     # A name no wheel has may be a conda package's (`cudnn`): found, so that it is refused
     # with the conda command rather than called absent.

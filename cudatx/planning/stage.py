@@ -21,10 +21,9 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from packaging.utils import canonicalize_name
-
 from cudatx.discover.dists import scan_distributions
 from cudatx.models import Distribution
+from cudatx.names import canonical_name
 from cudatx.uv import pip_argv, run_uv
 
 # One line per change in the output of `uv pip install|sync --dry-run` (added in
@@ -54,7 +53,7 @@ def parse_dry_run(output: str) -> UvPlan:
         match = _CHANGE.match(line)
         if match is None:
             continue
-        name = canonicalize_name(match["name"])
+        name = canonical_name(match["name"])
         rest = match["rest"]
         if match["sign"] == "-":
             leaving.append((name, rest[2:] if rest.startswith("==") else ""))

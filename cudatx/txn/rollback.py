@@ -9,12 +9,11 @@ import os
 import shutil
 from dataclasses import replace
 
-from packaging.utils import canonicalize_name
-
 from cudatx.digest import sha256_hex
 from cudatx.discover.confinement import inside
 from cudatx.discover.dists import scan_distributions
 from cudatx.errors import Conflict, Interrupted, NothingToRollBack, StoreError, UsageError
+from cudatx.names import canonical_name
 from cudatx.trust import identity, refuse_foreign
 from cudatx.txn import snapshot
 from cudatx.txn.journal import Journal, JournalWriter, State, now
@@ -111,7 +110,7 @@ def _remove_added(journal: Journal, keep: set[str]) -> None:
     dists, _ = scan_distributions(journal.sites)
     real_prefix = os.path.realpath(journal.prefix)
     for dist in dists:
-        if canonicalize_name(dist.name) not in names:
+        if canonical_name(dist.name) not in names:
             continue
         for path in files_of(dist):
             # Resolved, not compared as strings: `<prefix>/pkg/escape/x` may lead out through a

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 
-from packaging.utils import canonicalize_name
-
 from cudatx.analysis.ownership import hollow
 from cudatx.environment import Environment
 from cudatx.errors import VerificationFailed
+from cudatx.names import canonical_name
 from cudatx.planning.change import Change
 from cudatx.planning.diff import diff
 from cudatx.planning.models import Plan
@@ -62,10 +61,10 @@ def verify(plan: Plan, change: Change, before: Environment, after: Environment) 
 
 def happened(change: Change, after: Environment) -> None:
     """uv said it succeeded; check it (a `--uv` that does nothing exits 0 too)."""
-    now = {canonicalize_name(d.name): d for d in after.distributions}
-    arriving = {canonicalize_name(d.name): d for d in (*change.staged, *change.reinstalling)}
+    now = {canonical_name(d.name): d for d in after.distributions}
+    arriving = {canonical_name(d.name): d for d in (*change.staged, *change.reinstalling)}
     for dist in change.removing:
-        name = canonicalize_name(dist.name)
+        name = canonical_name(dist.name)
         if name not in arriving and (name in now or os.path.lexists(dist.metadata_dir)):
             raise VerificationFailed(
                 f"{dist.name} {dist.version} is still installed after uv removed it"
