@@ -31,13 +31,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import json
 import os
 import sqlite3
 import stat
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
 from cudatx import __version__
 
@@ -215,6 +217,39 @@ class ScanCache:
         self._broken = self._broken or _corrupt(exc)
         self._pending.clear()
         self._touched.clear()
+
+
+_T = TypeVar("_T")
+
+
+def remembered(
+    cache: ScanCache | None,
+    kind: str,
+    key: str,
+    facts: Callable[[], object],
+    compute: Callable[[], _T],
+    *,
+    read: Callable[[Any], _T],
+    write: Callable[[_T], object],
+) -> _T:
+    """`compute()`, kept in the cache under (kind, key) for as long as `facts()` (JSON: all
+    that the answer depends on) stays the same; `write` makes the answer JSON and `read`
+    makes it back, raising TypeError or ValueError on anything else (then the cache is
+    invalid, and the answer is computed again)."""
+    if cache is None:
+        return compute()
+    import hashlib  # an OpenSSL load: only where an answer is kept (see _fingerprint)
+
+    state = hashlib.sha256(json.dumps(facts()).encode()).hexdigest()
+    text = cache.get(kind, key, state)
+    if text is not None:
+        try:
+            return read(json.loads(text))
+        except (TypeError, ValueError):
+            cache.invalid()
+    answer = compute()
+    cache.put(kind, key, state, json.dumps(write(answer)))
+    return answer
 
 
 def open_cache(environ: Mapping[str, str] | None = None) -> ScanCache | None:

@@ -10,7 +10,6 @@ and their order are in :func:`cuda_major_of_file`; the tables are in
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import json
 import os
@@ -23,6 +22,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from cudatx.analysis.ownership import Ownership
+from cudatx.cache import remembered
 from cudatx.discover.dists import applicable_requirements
 from cudatx.discover.torch_version import read_torch_cuda
 from cudatx.environment import Environment
@@ -296,22 +296,22 @@ def _requirement_majors(ctx: _Context, dist: Distribution) -> list[tuple[int, st
     (cudatx.names): the answer is kept in the scan cache, keyed by the lines and the markers
     (the rules are in the cache's fingerprint)."""
     markers = ctx.env.target.markers
-    cache = ctx.env.view.cache
-    state = ""
-    if cache is not None:
-        facts = json.dumps([dist.requires, sorted(markers.items())])
-        state = hashlib.sha256(facts.encode()).hexdigest()
-        text = cache.get("requirement majors", dist.metadata_dir, state)
-        if text is not None:
-            try:
-                return [(int(major), str(shown)) for major, shown in json.loads(text)]
-            except (TypeError, ValueError):
-                cache.invalid()
-    said = (_requirement_major(ctx, r, dist.name) for r in applicable_requirements(dist, markers))
-    found = [major for major in said if major is not None]
-    if cache is not None:
-        cache.put("requirement majors", dist.metadata_dir, state, json.dumps(found))
-    return found
+
+    def compute() -> list[tuple[int, str]]:
+        said = (
+            _requirement_major(ctx, r, dist.name) for r in applicable_requirements(dist, markers)
+        )
+        return [major for major in said if major is not None]
+
+    return remembered(
+        ctx.env.view.cache,
+        "requirement majors",
+        dist.metadata_dir,
+        lambda: [dist.requires, sorted(markers.items())],
+        compute,
+        read=lambda rows: [(int(major), str(shown)) for major, shown in rows],
+        write=lambda found: found,
+    )
 
 
 _CONDA_BUILD = re.compile(r"(?:^|[^a-z])cuda([0-9]+)")

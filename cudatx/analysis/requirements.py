@@ -3,12 +3,11 @@ target interpreter (extras nobody asked for do not apply)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from cudatx.cache import remembered
 from cudatx.discover.dists import applicable_requirements
 from cudatx.environment import Environment
 from cudatx.models import Distribution
@@ -75,27 +74,28 @@ def unmet(env: Environment, memo: dict[str, Parsed] | None = None) -> dict[tuple
     that set (names, versions, metadata folders, Requires-Dist lines) and the markers."""
     memo = {} if memo is None else memo
     markers = env.target.markers
-    cache = env.view.cache
-    state = ""
-    if cache is not None:
-        facts: list[object] = [sorted(markers.items())]
-        facts += [[d.name, d.version, d.metadata_dir, *d.requires] for d in env.distributions]
-        facts.append(sorted((env.extras or {}).items()))
-        state = hashlib.sha256(json.dumps(facts).encode()).hexdigest()
-        text = cache.get("unmet", env.target.prefix, state)
-        if text is not None:
-            try:
-                return {(d, r): why for d, r, why in json.loads(text)}
-            except (TypeError, ValueError):
-                cache.invalid()
-    versions = {d.name: d.version for d in env.distributions}
-    out: dict[tuple[str, str], str] = {}
-    for dist in env.distributions:
-        extras = (env.extras or {}).get(dist.name, ())
-        for name, text, specifier in parsed(dist, markers, memo, extras):
-            why = why_unmet(name, specifier, versions)
-            if why is not None:
-                out[(dist.name, text)] = why
-    if cache is not None:
-        cache.put("unmet", env.target.prefix, state, json.dumps([[*k, v] for k, v in out.items()]))
-    return out
+
+    def facts() -> object:
+        dists = [[d.name, d.version, d.metadata_dir, *d.requires] for d in env.distributions]
+        return [sorted(markers.items()), *dists, sorted((env.extras or {}).items())]
+
+    def compute() -> dict[tuple[str, str], str]:
+        versions = {d.name: d.version for d in env.distributions}
+        out: dict[tuple[str, str], str] = {}
+        for dist in env.distributions:
+            extras = (env.extras or {}).get(dist.name, ())
+            for name, text, specifier in parsed(dist, markers, memo, extras):
+                why = why_unmet(name, specifier, versions)
+                if why is not None:
+                    out[(dist.name, text)] = why
+        return out
+
+    return remembered(
+        env.view.cache,
+        "unmet",
+        env.target.prefix,
+        facts,
+        compute,
+        read=lambda rows: {(d, r): why for d, r, why in rows},
+        write=lambda out: [[*k, v] for k, v in out.items()],
+    )

@@ -182,14 +182,14 @@ def read_traces(prefix: str, *, strict: bool) -> tuple[tuple[Trace, ...], tuple[
 
 
 def _failure(path: Path, exc: Exception) -> StoreError:
-    from pydantic import ValidationError  # imported by load_json already
-
     if isinstance(exc, StoreError):
         return exc
-    if isinstance(exc, ValidationError):
-        return StoreError(
-            f"trace record {path} is corrupt ({first_invalid(exc, 'record')})", path=str(path)
-        )
+    if not isinstance(exc, OSError):
+        from pydantic import ValidationError  # load_json imported it: its refusal
+
+        if isinstance(exc, ValidationError):
+            why = first_invalid(exc, "record")
+            return StoreError(f"trace record {path} is corrupt ({why})", path=str(path))
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return StoreError(f"cannot read {path}: {reason}", path=str(path))
 
