@@ -275,6 +275,10 @@ class FileView:
         install puts a staged file there."""
         return path
 
+    def gone(self, path: str) -> bool:
+        """Whether a simulated change deleted `path`: never, for the files as they are."""
+        return False
+
     def _probe(self, path: str) -> Probe:
         try:
             st = os.stat(path)
@@ -384,6 +388,17 @@ class OverlayView(FileView):
         """The staged file a simulated install puts at `path`, if any."""
         return self._arriving.get(self._key(path)) if self._arriving else None
 
+    def _on_disk(self, path: str) -> str:
+        """`path` as the files there now answer it: where it climbs out (`..`) of a folder
+        only the install creates (an arriving extension's `$ORIGIN/../prov/lib`), the
+        kernel cannot walk it today, and will once the folder is there: its key, which
+        resolves the folders there are."""
+        if self._new_folders and "/../" in path:
+            head = path.split("/../", 1)[0]
+            if self._key(os.path.join(head, "x"))[:-2] in self._new_folders:
+                return self._key(path)
+        return path
+
     def real(self, path: str) -> str:
         staged = self._staged(path)
         return staged if staged is not None else self._base.real(path)
@@ -392,31 +407,31 @@ class OverlayView(FileView):
         staged = self._staged(path)
         if staged is not None:
             return self._base.probe(staged)
-        return _MISSING if self._is_gone(path) else self._base.probe(path)
+        return _MISSING if self._is_gone(path) else self._base.probe(self._on_disk(path))
 
     def strings(self, path: str) -> tuple[str, ...]:
         staged = self._staged(path)
         if staged is not None:
             return self._base.strings(staged)
-        return () if self._is_gone(path) else self._base.strings(path)
+        return () if self._is_gone(path) else self._base.strings(self._on_disk(path))
 
     def symbols(self, path: str) -> Symbols | None:
         staged = self._staged(path)
         if staged is not None:
             return self._base.symbols(staged)
-        return None if self._is_gone(path) else self._base.symbols(path)
+        return None if self._is_gone(path) else self._base.symbols(self._on_disk(path))
 
     def exports(self, path: str) -> Definitions | None:
         staged = self._staged(path)
         if staged is not None:
             return self._base.exports(staged)
-        return None if self._is_gone(path) else self._base.exports(path)
+        return None if self._is_gone(path) else self._base.exports(self._on_disk(path))
 
     def state(self, path: str) -> str | None:
         staged = self._staged(path)
         if staged is not None:
             return self._base.state(staged)
-        return None if self._is_gone(path) else self._base.state(path)
+        return None if self._is_gone(path) else self._base.state(self._on_disk(path))
 
     def is_folder(self, path: str) -> bool:
         if self._new_folders and self._key(os.path.join(path, "x"))[:-2] in self._new_folders:
