@@ -270,3 +270,23 @@ def test_each_process_is_recorded_and_alike_ones_are_replayed_once(w: World) -> 
     (replayed,) = env.observed
     assert replayed.trace == record["id"]
     assert any(r.name == PLUG and r.status is Status.RESOLVED for r in replayed.resolutions)
+
+
+def test_removing_the_traced_package_itself_is_judged_by_what_else_needs_its_files(
+    w: World,
+) -> None:
+    """A traced load leaves with what loaded it: plugapp's own code loaded libhost.so by path,
+    and libhost loaded the plug-in; with plugapp gone, neither load happens, and nothing
+    else needs its files. The plug-in's own removal still breaks the run."""
+    assert _trace(w, "python", "-c", WORKLOAD).returncode == 0
+    code, plan = _plan(w, "plugapp")
+    assert code == 0 and plan["safe"], plan
+    assert plan["broken"] == [] and plan["broken_roots"] == []
+    code, plan = _plan(w, "plugwheel")
+    assert code == 1 and [b["soname"] for b in plan["broken"]] == [PLUG]
+    # The real loader: with plugapp gone the plug-in still loads by itself.
+    uv_uninstall(w.venv, ["plugapp"])
+    assert (
+        w.python(f"import ctypes; ctypes.CDLL({str(w.site / 'plugwheel/lib' / PLUG)!r})").returncode
+        == 0
+    )
