@@ -45,6 +45,13 @@ _SELECTING = re.compile(
 )
 _PINNED = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==|@)")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
+# pylock.toml's sources other than a wheel (PEP 751), as a message names them.
+_UNBUILT = {
+    "directory": "a local folder",
+    "vcs": "a VCS checkout",
+    "sdist": "a source distribution",
+    "archive": "a source archive",
+}
 
 
 class Wheel(Frozen):
@@ -186,9 +193,12 @@ def read_pylock(
         ).endswith(".whl"):
             wheels = [_wheel(name, version, archive, base)]
         else:
-            # --no-build lets uv resolve nothing else; say it as uv's refusal would.
+            # uv resolves a local folder's static metadata without building it; installing
+            # it would build it.
+            kind = next((k for k in _UNBUILT if k in package), "no wheel")
             raise UsageError(
-                f"{name} {version} can only be had by building it; cudatx never builds"
+                f"{name} ({_UNBUILT.get(kind, kind)}) can only be checked by building it; "
+                "cudatx never builds"
             )
         if len(wheels) == 1:
             out.append(wheels[0])
