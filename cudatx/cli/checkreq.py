@@ -175,7 +175,7 @@ def _without_environment(
                     cache.close()
             sites = target.site_packages
     for check in checks:
-        output.debug(render.summary(check))
+        output.info(f"cudatx: {render.summary(check)}")
     if as_json:
         click.echo(render.to_json(checks))
     else:

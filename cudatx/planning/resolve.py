@@ -25,10 +25,11 @@ import subprocess
 import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from cudatx.errors import CudatxError, UsageError
+from cudatx.errors import EnvironmentNotFound, UsageError
 from cudatx.models import Frozen
 from cudatx.names import canonical_name
 from cudatx.uv import UvFailed, pip_argv, run_uv
@@ -90,13 +91,20 @@ def resolve(
     flags = ["--no-build", *(["--no-deps"] if no_deps else [])]
     with tempfile.TemporaryDirectory(prefix="cudatx-resolve-") as folder:
         lock = os.path.join(folder, "pylock.toml")  # uv requires the name pylock.toml
-        argv = pip_argv("compile", python, *flags, "-v", "--format", "pylock.toml", options=words)
-        said = run_uv(uv, [*argv, "-o", lock, "--no-header", requirements])
+        locking = pip_argv(
+            "compile", python, *flags, "-v", "--format", "pylock.toml", options=words
+        )
+        annotating = pip_argv(
+            "compile", python, *flags, "-q", "--annotation-style", "line", options=words
+        )
+        # Both at once: each mostly waits on the index (uv revalidates its cached pages).
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            said = pool.submit(run_uv, uv, [*locking, "-o", lock, "--no-header", requirements])
+            annotated = run_uv(uv, [*annotating, "--no-header", requirements])
+            output = said.result()
         with open(lock, "rb") as handle:
             text = handle.read().decode("utf-8")
-    argv = pip_argv("compile", python, *flags, "-q", "--annotation-style", "line", options=words)
-    annotated = run_uv(uv, [*argv, "--no-header", requirements])
-    wheels = read_pylock(text, requirements, selected(said), lambda: target_tags(python))
+    wheels = read_pylock(text, requirements, selected(output), lambda: target_tags(python))
     parents = read_via(annotated, requirements)
     missing = {w.name for w in wheels} ^ set(parents)
     if missing:
@@ -247,7 +255,9 @@ def target_tags(python: str) -> list[str]:
             timeout=60,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CudatxError(f"{interpreter} cannot say its wheel tags: {exc}") from None
+        raise EnvironmentNotFound(f"{interpreter} cannot say its wheel tags: {exc}") from None
     if done.returncode != 0:
-        raise CudatxError(f"{interpreter} cannot say its wheel tags: {done.stderr.strip()}")
+        raise EnvironmentNotFound(
+            f"{interpreter} cannot say its wheel tags: {done.stderr.strip()[-200:]}"
+        )
     return done.stdout.split()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.planning.resolve import read_pylock, read_via, selected
-from tests.support import uv_bin
+from cudatx.planning.resolve import read_pylock, read_via, selected, target_tags
+from tests.support import make_venv, uv_bin
 from tests.support.cli import HIDDEN, cudatx
 from tests.support.http_index import serve_index
 from tests.support.wheels import build_wheel
@@ -330,7 +330,7 @@ def test_fresh_judges_loads_the_paths_alone_cannot(cuda13_torch: Path, tmp_path:
 # -- reading uv's answers ---------------------------------------------------------------
 
 
-def test_the_wheel_uv_selects_among_several() -> None:
+def test_the_wheel_uv_selects_among_several(tmp_path: Path) -> None:
     lock = """
 lock-version = "1.0"
 [[packages]]
@@ -351,6 +351,10 @@ wheels = [
     ranked = ["cp311-cp311-manylinux_2_28_x86_64", "py3-none-any"]
     (wheel,) = read_pylock(lock, "/x/requirements.in", {}, lambda: ranked)
     assert wheel.filename.endswith("cp311-cp311-manylinux_2_28_x86_64.whl")
+    # The order itself comes from the target interpreter (packaging.tags, run in it).
+    asked = target_tags(str(make_venv(tmp_path / "venv")))
+    assert asked[-1] == "py2.py3-none-any" or "py3-none-any" in asked
+    assert asked.index("py3-none-any") > 0  # interpreter-specific tags rank first
 
 
 def test_via_lines() -> None:
