@@ -89,6 +89,6 @@ def summary(check: FileCheck) -> str:
     said = ", ".join(
         f"{n} from {s}" if s != "file" else f"{n} from files" for s, n in by_source.items()
     )
-    return f"{check.path}: {len(check.wheels)} wheels for Python {check.python}" + (
-        f" ({said}; {moved / 1e6:.1f} MB transferred)" if check.wheels else ""
-    )
+    count = len(check.wheels)
+    head = f"{check.path}: {count} wheel{'s' * (count != 1)} for Python {check.python}"
+    return head + (f" ({said}; {moved / 1e6:.1f} MB transferred)" if check.wheels else "")
