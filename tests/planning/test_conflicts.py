@@ -129,7 +129,8 @@ def test_uv_cache_is_read_first(wheels: Path, tmp_path: Path) -> None:
                 "beta",
             ],
         ):
-            subprocess.run(argv, check=True, env=env, capture_output=True)
+            made = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+            assert made.returncode == 0, made.stderr
         done = _check(
             project, "requirements.txt", "--index-url", index, "--json", uv_cache=uv_cache
         )
@@ -183,7 +184,10 @@ def test_local_wheels_and_the_clean_case(wheels: Path, tmp_path: Path) -> None:
 def _git(repo: Path, *args: str) -> None:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t.invalid"}
     env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t.invalid"}
-    subprocess.run(["git", "-C", str(repo), *args], check=True, env=env, capture_output=True)
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_blamed_on_the_line_this_change_made(wheels: Path, tmp_path: Path) -> None:
