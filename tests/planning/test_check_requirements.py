@@ -119,14 +119,17 @@ def test_printed_commands_run_as_printed(venv: Path, wheels: Wheels, tmp_path: P
     assert pasted.stdout.startswith("Safe:"), pasted.stdout
 
 
-def test_no_environment_skips_or_fails_as_asked(tmp_path: Path) -> None:
+def test_no_environment_checks_the_file_or_fails_as_asked(wheels: Wheels, tmp_path: Path) -> None:
+    """With no environment the file is checked alone (its wheels' paths), and says so;
+    --require-env fails instead (exit 3)."""
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("six==1.17.0\n")
+    requirements.write_text(f"{CU12}\n")
     hide = ("VIRTUAL_ENV", "CONDA_PREFIX")
     env = {"PRE_COMMIT": "1", "VIRTUAL_ENV": str(tmp_path)}  # pre-commit's own: never trusted
-    command = ("check-requirements", str(requirements))
-    skipped = cudatx(*command, cwd=tmp_path, hide=hide, env=env)
-    assert skipped.returncode == 0 and "no environment to check" in skipped.stderr
+    command = ("check-requirements", str(requirements), *_links(wheels))
+    checked = cudatx(*command, cwd=tmp_path, hide=hide, env=env)
+    assert checked.returncode == 0 and checked.stdout == "", checked.stdout + checked.stderr
+    assert "no environment to check: checking the wheels" in checked.stderr
     failed = cudatx(*command, "--require-env", cwd=tmp_path, hide=hide, env=env)
     assert failed.returncode == 3, failed.stderr
     assert failed.stderr.count("\n") == 1 and "no environment to check" in failed.stderr
