@@ -464,8 +464,9 @@ def copy_and_uninstall(venv: Path, copy: Path, remove: Sequence[str]) -> None:
 
 
 def real_losses(venv: Path, copy: Path, remove: Sequence[str]) -> set[str]:
-    """Distributions that stay and, after the change, miss a file their RECORD lists or hold
-    other bytes there, where before it held their own: the judge of the plan's `losses`."""
+    """Distributions that stay and, after the change, miss a file their RECORD lists that
+was there before (whoever's bytes it held: the seed's case, a twin's bytes deleted), or
+hold other bytes where they held their own: the judge of the plan's `losses`."""
     site, after = site_packages(venv), site_packages(copy)
     lost = set()
     for name, rows in _records(site).items():
@@ -474,7 +475,8 @@ def real_losses(venv: Path, copy: Path, remove: Sequence[str]) -> set[str]:
         for row in rows:
             if len(row) < 2 or not row[1].startswith("sha256="):
                 continue
-            if _digest(site / row[0]) == row[1] and _digest(after / row[0]) != row[1]:
+            was, now = _digest(site / row[0]), _digest(after / row[0])
+            if (was is not None and now is None) or (was == row[1] and now != row[1]):
                 lost.add(name)
     return lost
 
