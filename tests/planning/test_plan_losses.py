@@ -300,3 +300,23 @@ def test_writing_the_same_bytes_over_a_shared_file_overwrites_nothing(
     assert code == 0 and plan["safe"], plan
     assert plan["overwritten"] == [] and plan["losses"] == [] and plan["replacing"] == []
     assert "overwrite" not in text.lower()
+
+
+# -- the hook judges the same change ------------------------------------------------------
+
+
+def test_check_requirements_rejects_dropping_the_twin_that_won_the_bytes(
+    world: World, tmp_path: Path
+) -> None:
+    """The pre-commit hook's judgement of the cuDNN pair: a pinned file that drops cu13 (sync:
+    the pins list every installed distribution, as committed) leaves cu12 hollow: exit 1,
+    with the loss named; the same file is accepted once cu13 is gone the safe way."""
+    venv = _venv(tmp_path, [world.cudnn12], [world.cudnn13])
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text(f"{CU12}==9.10.2.21\n")
+    links = ("--offline", "--find-links", world.wheels)
+    done = cudatx(
+        "check-requirements", reqs, "--mode", "sync", "--python", venv, *links, cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{CU12}==9.10.2.21 would lose {CUDNN}" in done.stdout, done.stdout
