@@ -19,6 +19,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cudatx.cache import memo_file
 from cudatx.digest import digest_file, record_encode
 from cudatx.discover.confinement import inside
 from cudatx.environment import Environment
@@ -147,15 +148,17 @@ def _hash_file(path: str, algorithm: str, cache: ScanCache | None) -> str | None
     key = (path, algorithm, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key in _DIGESTS:
         return _DIGESTS[key]
-    kind = f"digest:{algorithm}"
-    stored = cache.get_file(kind, st) if cache is not None else None
-    if stored:
-        digest: str | None = stored
-    else:
+
+    def compute() -> str | None:
         raw = digest_file(path, algorithm)
-        digest = None if raw is None else record_encode(raw)
-        if cache is not None and digest is not None:
-            cache.put_file(kind, st, digest)
+        return None if raw is None else record_encode(raw)
+
+    def load(text: str) -> str:
+        if not text:
+            raise ValueError("an empty digest")
+        return text
+
+    digest = memo_file(cache, f"digest:{algorithm}", st, compute, load=load, dump=lambda d: d)
     _DIGESTS[key] = digest
     return digest
 

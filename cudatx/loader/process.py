@@ -340,14 +340,13 @@ class Process:
         memo_key = (len(checked), partial, memo)
         found = self.view.verdicts.get(memo_key)
         if found is None:
-            key = self._binding_key(checked, scope, partial)
-            kept = self.view.recall("binding", key) if key else None
-            if kept is not None:
-                found = json.loads(kept)
-            else:
-                found = self._bind(checked, scope, partial)
-                if key:
-                    self.view.keep("binding", key, json.dumps(found))
+            found = self.view.remember(
+                "binding",
+                self._binding_key(checked, scope, partial),
+                lambda: self._bind(checked, scope, partial),
+                load=json.loads,
+                dump=json.dumps,
+            )
             self.view.verdicts[memo_key] = found
         for index, name, version, file, missing in found:
             obj = checked[index]
