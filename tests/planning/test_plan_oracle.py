@@ -66,6 +66,7 @@ from tests.support import (
     venv_python,
 )
 from tests.support.cli import cudatx
+from tests.support.examples import ORACLE_EXAMPLES
 from tests.support.paths import REPO
 
 SLOTS = 6  # libslot0.so.1 .. libslot5.so.1; slot i may need slots < i
@@ -76,6 +77,8 @@ MISSING = "z"  # named by search paths, shipped by nobody
 LIB_DISTS = ("dist-a", "dist-b", "dist-c", "dist-d")
 VERSION = "1.0"
 POOL_SEED = 20240604  # the pool is the same on every run, as the examples are
+
+pytestmark = pytest.mark.oracle
 
 
 def soname(slot: int) -> str:
@@ -465,8 +468,8 @@ def copy_and_uninstall(venv: Path, copy: Path, remove: Sequence[str]) -> None:
 
 def real_losses(venv: Path, copy: Path, remove: Sequence[str]) -> set[str]:
     """Distributions that stay and, after the change, miss a file their RECORD lists that
-was there before (whoever's bytes it held: the seed's case, a twin's bytes deleted), or
-hold other bytes where they held their own: the judge of the plan's `losses`."""
+    was there before (whoever's bytes it held: the seed's case, a twin's bytes deleted), or
+    hold other bytes where they held their own: the judge of the plan's `losses`."""
     site, after = site_packages(venv), site_packages(copy)
     lost = set()
     for name, rows in _records(site).items():
@@ -722,10 +725,10 @@ _KEPT: list[Path] = []  # folders of failing examples, oldest first
 
 
 @settings(
-    max_examples=200,
+    max_examples=ORACLE_EXAMPLES,
     deadline=None,
     database=None,  # keep .hypothesis/ out of the checkout
-    derandomize=True,  # the same 200 examples every run
+    derandomize=True,  # the same examples every run
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(layout=layouts())

@@ -53,6 +53,7 @@ from tests.support import (
     uv_uninstall,
 )
 from tests.support.cli import cudatx
+from tests.support.examples import ORACLE_EXAMPLES
 from tests.support.paths import REPO
 
 PROVIDERS = 2
@@ -63,6 +64,8 @@ MODULES = 3
 VARIANTS = 4
 POOL_SEED = 20261202
 RUNPATH = "$ORIGIN/../provlib/primary:$ORIGIN/../provlib/fallback"
+
+pytestmark = pytest.mark.oracle
 
 
 def soname(i: int) -> str:
@@ -410,7 +413,7 @@ _KEPT: list[Path] = []
 
 
 @settings(
-    max_examples=int(os.environ.get("CUDATX_SYMBOLS_ORACLE_EXAMPLES", "200")),
+    max_examples=ORACLE_EXAMPLES,
     deadline=None,
     database=None,
     derandomize=True,
