@@ -355,14 +355,33 @@ def _kind(r: Resolution) -> int:
 def _leaves_with_its_package(env: Environment, b: Resolution, removed: Set[str]) -> bool:
     """Whether a traced load leaves with the package the change removes: a dlopen by path,
     made by the interpreter's code (a Python import, or ctypes: the caller is no file of a
-    distribution), of a file only distributions that leave list. The Python code that asked
-    for that path is the leaving package's own (`os.path.dirname(__file__)`, its import),
-    and goes with it; whether something that stays imports that package is the requirements'
-    question. A load by name, or made by a file of a package that stays, still counts."""
+    distribution), of a file only distributions that leave list, each of which ships Python
+    code in the import package the file lies in. The Python code that asked for that path is
+    then the leaving package's own (`os.path.dirname(__file__)`, its import: torch's `_C.so`)
+    and goes with it; whether something that stays imports that package is the
+    requirements' question. A trace does not say which Python code made the call, so a file
+    of a library-only wheel (the NVIDIA wheels: empty `__init__.py` files) counts as loaded
+    by someone else's code (torch's preloads), which may stay; so does a load by name, or
+    one made by a file of a package that stays."""
     if "/" not in b.name or b.path is None or env.owners_of(b.needed_by):
         return False
     owners = env.owners_of(b.path)
-    return bool(owners) and all(d.name in removed for d in owners)
+    if not owners or any(d.name not in removed for d in owners):
+        return False
+    return all(_ships_code_beside(d, b.path) for d in owners)
+
+
+def _ships_code_beside(dist: Distribution, path: str) -> bool:
+    """Whether `dist` lists a non-empty .py file under the top-level folder of its site that
+    holds `path`."""
+    relative = os.path.relpath(os.path.realpath(path), os.path.realpath(dist.site))
+    top = relative.split(os.sep, 1)[0]
+    if top in (os.curdir, os.pardir) or os.sep not in relative:
+        return False
+    return any(
+        e.path.startswith(top + "/") and e.path.endswith(".py") and e.size != 0
+        for e in dist.records
+    )
 
 
 def _losses(

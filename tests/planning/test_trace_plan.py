@@ -290,3 +290,17 @@ def test_removing_the_traced_package_itself_is_judged_by_what_else_needs_its_fil
         w.python(f"import ctypes; ctypes.CDLL({str(w.site / 'plugwheel/lib' / PLUG)!r})").returncode
         == 0
     )
+
+
+def test_a_library_only_wheel_loaded_by_path_by_another_package_s_code_still_counts(
+    w: World,
+) -> None:
+    """A trace does not say which Python code made a ctypes load: a file of a wheel that
+    ships no Python code of its own (plugwheel, as the NVIDIA wheels torch preloads by path)
+    is loaded by someone else's code, which stays. Removing that wheel breaks the run."""
+    path = str(w.site / "plugwheel/lib" / PLUG)
+    assert _trace(w, "python", "-c", f"import ctypes; ctypes.CDLL({path!r})").returncode == 0
+    code, plan = _plan(w, "plugwheel")
+    assert code == 1 and not plan["safe"], plan
+    (broken,) = [b for b in plan["broken"] if b["evidence"] == "observed"]
+    assert broken["soname"] == PLUG
