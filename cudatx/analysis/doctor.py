@@ -65,7 +65,8 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
     if same:
         folders = sorted({os.path.dirname(short(env, c.path)) or "." for c in same})
         notes.append(
-            f"{len(same)} paths are listed by several distributions with the same bytes "
+            f"{len(same)} path{'s are' if len(same) != 1 else ' is'} listed by several "
+            "distributions with the same bytes "
             f"({', '.join(folders[:3])}{', ...' if len(folders) > 3 else ''}): uninstalling one "
             "deletes them for all, which a plan says"
         )
