@@ -188,14 +188,16 @@ def _fixes(env: Environment, errors: tuple[Problem, ...]) -> tuple[str, ...]:
 def _verdict(errors: list[Problem], warnings: list[Problem], fixes: tuple[str, ...]) -> str:
     if errors:
         head = errors[0].what
-        more = f" (and {len(errors) - 1} more: see below)" if len(errors) > 1 else ""
+        # The verdict stands alone (it is all `doctor -q` prints): it says where the rest is
+        # without pointing "below".
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         count = f"{len(errors)} error{'s' * (len(errors) != 1)}"
         if len(fixes) == 1:
             cure = f"To fix {'it' if len(errors) == 1 else 'them'}, run: {fixes[0]}"
         elif fixes:
-            cure = f"To fix them, run the {len(fixes)} commands listed as fixes, in order."
+            cure = f"To fix them, run the {len(fixes)} commands of doctor's fixes, in order."
         else:
-            cure = "No command cudatx knows fixes this; see why below."
+            cure = "No command cudatx knows fixes this; doctor's findings say why."
         return f"{count}: {head}{more}. {cure}"
     if warnings:
         count = f"{len(warnings)} warning{'s' * (len(warnings) != 1)}"

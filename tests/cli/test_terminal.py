@@ -134,6 +134,14 @@ def test_quiet_prints_the_verdict_line_alone(demo: Path) -> None:
     ]
 
 
+def test_doctor_s_quiet_verdict_stands_alone(demo: Path) -> None:
+    """`doctor -q` prints the verdict alone: it never points at findings "below" it."""
+    done = in_terminal("doctor", "-q", "--color", "never", "--python", _venv(demo))
+    assert done.returncode == 1, done.err
+    (line,) = done.out.splitlines()
+    assert line.startswith("1 error: ") and "below" not in line, line
+
+
 def test_quiet_keeps_errors(demo: Path) -> None:
     done = in_terminal("-q", "why", "libnothing.so.1", "--python", _venv(demo))
     assert done.returncode == 4
