@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="sync: the file is the whole environment (uv pip sync); install: uv pip install "
     "-r; auto: sync for lock files and for pins that list every installed distribution "
-    "(now or as committed).",
+    "(now or as committed), or such a freeze less leaves nothing requires.",
 )
 @click.option(
     "--require-env",

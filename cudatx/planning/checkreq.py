@@ -18,6 +18,7 @@ empty environment, judging its loads as any plan does.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from cudatx.cache import ScanCache
 from cudatx.environment import Environment
 from cudatx.errors import CudatxError
 from cudatx.models import Frozen, PythonTarget
+from cudatx.names import canonical_name
 from cudatx.planning.change import Planning, propose
 from cudatx.planning.conflicts import (
     THIS_CHANGE,
@@ -47,6 +49,7 @@ from cudatx.planning.wheelrecords import WheelRead, WheelRecord, layout_of, read
 # What `uv pip sync` keeps though a file does not list it (seen with uv 0.13.9: a freeze
 # without pip and setuptools syncs to "Would make no changes").
 SEED = frozenset({"pip", "setuptools", "wheel"})
+_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")  # a requirement's project name
 
 
 class Blame(Frozen):
@@ -124,13 +127,40 @@ def _pinned(pin: Pin) -> bool:
 
 
 def _complete(env: Environment, files: Sequence[RequirementsFile]) -> bool:
-    """Whether the file (now or as committed) stands for the whole environment."""
+    """Whether the file (now or as committed) stands for the whole environment: a lock; or
+    pins that list every installed distribution, or that are closed under what they require
+    here (a freeze with a line dropped, or a comment added after one was: the mode must not
+    flip between two commits of the same pins, cudatx#26)."""
     if any(f.lock for f in files):
         return True
-    if not all(_pinned(p) for f in files for p in f.entries):
+    if not files or not all(_pinned(p) for f in files for p in f.entries):
         return False
     listed = {p.name for f in files for p in f.entries}
-    return all(d.name in listed or d.name in SEED for d in env.distributions)
+    if all(d.name in listed or d.name in SEED for d in env.distributions):
+        return True
+    return any(_closed(env, f) for f in files)
+
+
+def _closed(env: Environment, file: RequirementsFile) -> bool:
+    """Whether the file is a freeze of this environment less some of its leaves: every
+    requirement of each distribution it pins, as installed here, names one it pins too, and
+    what it does not list is required by nothing installed (a package the user dropped). A
+    hand-written list of top-level pins fails one or the other: it leaves out what its pins
+    require, or what the rest of the environment requires."""
+    from cudatx.discover.dists import applicable_requirements
+
+    listed = {p.name for p in file.entries} | SEED
+    markers = env.target.markers
+    required: dict[str, set[str]] = {
+        d.name: {canonical_name(r.name) for r in applicable_requirements(d, markers)}
+        for d in env.distributions
+    }
+    if not any(name in required for name in listed):
+        return False
+    needed = set().union(*(required[name] for name in listed if name in required))
+    unlisted = set(required) - listed
+    needed_by_any = set().union(*required.values())
+    return needed <= listed and not (unlisted & needed_by_any)
 
 
 def _write(pins: Sequence[Pin], folder: str) -> str:
@@ -173,6 +203,28 @@ def _blame(plan: Plan, now: RequirementsFile, before: RequirementsFile | None) -
             )
         )
     return tuple(out)
+
+
+def _that_matter(env: Environment, plan: Plan, blame: tuple[Blame, ...]) -> tuple[Blame, ...]:
+    """The blames of an unsafe plan whose change alone matters: an uninstall is blamed only
+    where the distribution is implicated in a break (it provided a library something needs,
+    it lists a path a staying distribution loses, a requirement names it). Dropping four
+    cu13 lines where one of them breaks torch blames that one line, not the four. Where no
+    uninstall is implicated (the break comes from what arrives), every blame stays."""
+    leaving = {b.name for b in blame if b.change == "uninstall"}
+    implicated = {o for b in plan.broken for o in b.provider_owners} & leaving
+    named = (
+        re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", r.requirement)
+        for r in plan.requirements_broken
+    )
+    implicated |= {canonical_name(m.group(1)) for m in named if m} & leaving
+    lost = {path for loss in plan.losses for path in (*loss.missing, *loss.other_bytes)}
+    for dist in env.distributions:
+        if dist.name in leaving and any(e.path in lost for e in dist.records):
+            implicated.add(dist.name)
+    if not implicated:
+        return blame
+    return tuple(b for b in blame if b.change != "uninstall" or b.name in implicated)
 
 
 def _words(mode: str, path: str) -> tuple[str, ...]:
@@ -231,6 +283,8 @@ def check_file(
             uv_options = (*planning.uv_options, *now.options)
             plan = propose(env, mode, args, replace(planning, uv_options=uv_options)).plan
     blame = _blame(plan, now, before)
+    if not plan.safe:
+        blame = _that_matter(env, plan, blame)
     return FileCheck(
         path=path,
         kind=now.kind,
