@@ -443,6 +443,8 @@ def test_progress_on_a_terminal_stays_off_stdout(env: ExtWorld) -> None:
     try:
         done = cudatx(
             "graph",
+            "--format",
+            "json",
             "--no-cache",
             "--python",
             env.venv,
