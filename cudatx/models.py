@@ -51,7 +51,7 @@ class PythonTarget(Frozen):
     # `import` lines of the site folders' .pth files (`name.pth: line`): site would run
     # them at start-up; the query reads them and runs none.
     pth_imports: tuple[str, ...] = ()
-    found_by: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "cudatx's interpreter"
+    found_by: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "the first python3 on PATH"
 
     @property
     def install_site(self) -> str:

@@ -9,7 +9,6 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -131,7 +130,7 @@ with os.fdopen(int(sys.argv[1]), "w", encoding="utf-8", errors="surrogateescape"
 """
 
 # What found the interpreter when nothing named one: the interpreter cudatx runs on.
-FALLBACK = "cudatx's interpreter"
+FALLBACK = "the first python3 on PATH"
 
 _QUERY_TIMEOUT_S = 60  # CUDATX_QUERY_TIMEOUT overrides (seconds)
 
@@ -180,7 +179,18 @@ def locate_interpreter(
         found = _interpreter_in(venv) if venv.is_dir() else None
         if found is not None:
             return found, ".venv"
-    return Path(sys.executable), FALLBACK
+    # As uv does without a virtual environment (`uv pip list`): the first Python on PATH,
+    # never cudatx's own interpreter, which is pipx's or `uv tool`'s private venv once
+    # cudatx is installed the way tools are (its own packages are not what anyone asked
+    # about). Only reading commands get here: a change refuses (require_environment).
+    for name in ("python3", "python"):
+        on_path = shutil.which(name, path=environ.get("PATH", os.defpath))
+        if on_path is not None:
+            return Path(on_path), FALLBACK
+    raise EnvironmentNotFound(
+        "no Python found: no --python, VIRTUAL_ENV, CONDA_PREFIX or .venv, and no python3 "
+        "on PATH; pass --python PATH"
+    )
 
 
 def require_environment(

@@ -128,12 +128,16 @@ def test_dotvenv_file_or_empty_folder_is_passed_over(venvs: Venvs, tmp_path: Pat
         (inner / ".venv").rmdir()
 
 
-def test_fallback_is_cudatx_own_interpreter(venvs: Venvs) -> None:
-    target = find_target(None, environ={}, cwd=venvs.bare)
-    assert target.found_by == "cudatx's interpreter"
-    assert target.prefix == sys.prefix
+def test_fallback_is_the_first_python3_on_path(venvs: Venvs) -> None:
+    """As uv does with no environment: the first python3 on PATH, never cudatx's own
+    interpreter (pipx's or `uv tool`'s private venv once installed as a tool)."""
+    path = os.pathsep.join([str(venvs.bare / "nothing-here"), str(venvs.explicit / "bin")])
+    target = find_target(None, environ={"PATH": path}, cwd=venvs.bare)
+    assert target.found_by == "the first python3 on PATH"
+    assert os.path.samefile(target.prefix, venvs.explicit)
     assert target.version == platform.python_version()
-    assert target.executable == os.path.realpath(sys.executable)
+    with pytest.raises(EnvironmentNotFound, match="no python3 on PATH"):
+        find_target(None, environ={"PATH": str(venvs.bare)}, cwd=venvs.bare)
 
 
 # -------------------------------------------------------------------------------------
