@@ -44,6 +44,7 @@ def _planning(request: ChangeRequest, source: UvSource) -> Planning:
         repair=request.repair,
         check_requirements=request.check_requirements,
         strict=request.strict,
+        quiet_waits=request.as_json,
     )
 
 

@@ -97,7 +97,9 @@ def check_requirements(
             "no environment to check (pass --python, in a pre-commit hook through its args, "
             "or create .venv)"
         )
-    how = planning(source, repair=False, check_requirements=True, strict=strict)
+    how = planning(
+        source, repair=False, check_requirements=True, strict=strict, quiet_waits=as_json
+    )
     if chosen is None or fresh:
         return _without_environment(
             files,

@@ -177,9 +177,20 @@ def strict_option(command: F) -> F:
     )(command)
 
 
-def planning(source: UvSource, *, repair: bool, check_requirements: bool, strict: bool) -> Planning:
-    """How the core plans, from the command line: the verdict's options, and uv (looked up
-    only once a plan needs it) with where it finds wheels."""
+def planning(
+    source: UvSource,
+    *,
+    repair: bool,
+    check_requirements: bool,
+    strict: bool,
+    quiet_waits: bool = False,
+) -> Planning:
+    """How the core plans, from the command line: the verdict's options, uv (looked up only
+    once a plan needs it) with where it finds wheels, and how its waits on uv are shown
+    (`quiet_waits`: not at all, for --json)."""
+    import functools
+
+    import cudatx.cli.output as output
     from cudatx.planning.change import Planning
     from cudatx.planning.plan import PlanOptions
     from cudatx.uv import find_uv
@@ -193,7 +204,12 @@ def planning(source: UvSource, *, repair: bool, check_requirements: bool, strict
         ),
         uv=lambda: find_uv(source.uv),
         uv_options=tuple(source.options.args()),
+        waiting=functools.partial(output.waiting, disabled=quiet_waits or _no_progress()),
     )
+
+
+def _no_progress() -> bool:
+    return bool(click.get_current_context().meta.get("cudatx.no_progress"))
 
 
 def change_options(command: F) -> F:

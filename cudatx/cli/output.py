@@ -13,9 +13,10 @@ The options are accepted before and after the subcommand (`cudatx -q remove ...`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, TextIO
 
 import click
@@ -184,3 +185,29 @@ class Steps:
             sys.stderr.write("\n")
             sys.stderr.flush()
             self.open = False
+
+
+@contextlib.contextmanager
+def waiting(what: str, *, disabled: bool = False) -> Iterator[None]:
+    """A wait a person at a terminal sees: `cudatx: WHAT...` on stderr as it starts, the
+    same with its time once it ends (only on a terminal, never under -q, --json or
+    --no-progress: `disabled`)."""
+    import time
+
+    from cudatx.progress import wanted
+    from cudatx.render.apply import duration
+
+    shown = wanted(sys.stderr, os.environ, disabled=disabled or bool(current().quiet))
+    if shown:
+        sys.stderr.write(f"cudatx: {what}...")
+        sys.stderr.flush()
+    started = time.monotonic()
+    ended = "failed after"
+    try:
+        yield
+        ended = "done in"
+    finally:
+        if shown:
+            took = duration(time.monotonic() - started)
+            sys.stderr.write(f"\r\x1b[Kcudatx: {what}: {ended} {took}\n")
+            sys.stderr.flush()

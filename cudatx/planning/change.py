@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
 from cudatx.analysis.commands import conda_command
@@ -71,6 +72,10 @@ class Planning:
     options: PlanOptions = field(default_factory=PlanOptions)
     uv: Callable[[], str] = find_uv_default  # the uv binary, looked up when first needed
     uv_options: tuple[str, ...] = ()  # uv's words for where wheels come from
+    # Each wait on uv (resolving, staging: downloads), told as it starts and ends, so that a
+    # person at a terminal sees within a second what a plan waits for (the CLI's
+    # cudatx.cli.output.waiting); by default nothing is told.
+    waiting: Callable[[str], AbstractContextManager[object]] = lambda what: nullcontext()
 
 
 def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
@@ -80,7 +85,8 @@ def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
         wanted = [Arrival(d.name, reinstall_spec(d)) for d in fixes]
         prefix, site = env.target.prefix, env.target.install_site
         into = os.path.join(folder, "repair")
-        staged = stage(planning.uv(), prefix, site, wanted, into, planning.uv_options)
+        with planning.waiting(f"Staging {_count(len(wanted), 'reinstall')} with uv"):
+            staged = stage(planning.uv(), prefix, site, wanted, into, planning.uv_options)
         missing = {d.name for d in fixes} - {d.name for d in staged}
         if missing:
             raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")
@@ -121,6 +127,10 @@ def refuse_conda(env: Environment, leaving: Sequence[Distribution], arriving: st
     )
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def _listed(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
@@ -152,7 +162,8 @@ def propose(
     twin that installs the same paths, which would otherwise stay holding the other's
     bytes)."""
     uv = planning.uv()
-    asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options)
+    with planning.waiting(f"Resolving with uv (uv pip {command} --dry-run)"):
+        asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options)
     removing = list(select(env, replacing, ())) if replacing else []
     refuse_conda(env, removing)
     for name, version in asked.leaving:
@@ -165,7 +176,11 @@ def propose(
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         site = env.target.install_site
         into = os.path.join(folder, "install")
-        installing = stage(uv, env.target.prefix, site, asked.arriving, into, planning.uv_options)
+        what = f"Staging {_count(len(asked.arriving), 'distribution')} with uv (it downloads what "
+        with planning.waiting(what + "its cache lacks)"):
+            installing = stage(
+                uv, env.target.prefix, site, asked.arriving, into, planning.uv_options
+            )
         missing = {a.name for a in asked.arriving} - {d.name for d in installing}
         if missing:
             raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")

@@ -142,6 +142,32 @@ def test_doctor_s_quiet_verdict_stands_alone(demo: Path) -> None:
     assert line.startswith("1 error: ") and "below" not in line, line
 
 
+def test_every_wait_on_uv_is_shown_as_it_starts(demo: Path, tmp_path: Path) -> None:
+    """At a terminal, a plan's waits on uv (resolving, staging the wheels it downloads) are
+    each a line as they start, ended with their time; never under --json or -q."""
+    from tests.support import build_wheel
+
+    extra = build_wheel(tmp_path, "waitpkg", "1.0", {"waitpkg/__init__.py": b""})
+    links = ("--offline", "--find-links", demo / "wheels")
+    done = in_terminal(
+        "install", "waitpkg", "--dry-run", *links, "--find-links", extra.parent,
+        "--color", "never", "--python", _venv(demo),
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.err
+    assert re.search(r"cudatx: Resolving with uv \(uv pip install --dry-run\): done in ", done.err)
+    assert re.search(r"cudatx: Staging 1 distribution with uv .*: done in ", done.err), done.err
+    repair = in_terminal(
+        "remove", CU13, "--repair", "--dry-run", *links, "--color", "never",
+        "--python", _venv(demo),
+    )  # fmt: skip
+    assert re.search(r"cudatx: Staging 1 reinstall with uv: done in ", repair.err), repair.err
+    for quiet in ("--json", "-q"):
+        silent = in_terminal(
+            "remove", CU13, "--repair", "--dry-run", *links, quiet, "--python", _venv(demo)
+        )
+        assert "Staging" not in silent.err, silent.err
+
+
 def test_quiet_keeps_errors(demo: Path) -> None:
     done = in_terminal("-q", "why", "libnothing.so.1", "--python", _venv(demo))
     assert done.returncode == 4
