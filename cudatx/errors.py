@@ -29,6 +29,7 @@ class ExitCode(IntEnum):
     UV = 13  # uv could not say what it would do, or stage it (resolution, index, network)
     NOTHING_TO_ROLL_BACK = 14  # rollback found no transaction recorded for the environment
     CONDA_OWNED = 15  # the change would act on what conda installed; cudatx applies through uv
+    DECLINED = 19  # the user answered no at a prompt: nothing was changed (^C stays 130)
     # `cudatx trace`: the command could not be started (the codes shells and env(1) use)
     COMMAND_NOT_EXECUTABLE = 126
     COMMAND_NOT_FOUND = 127
@@ -104,6 +105,13 @@ class Conflict(CudatxError):
 
 class StoreError(CudatxError):
     exit_code = ExitCode.STORE
+
+
+class Declined(CudatxError):
+    """The user answered no to "Proceed?" or "Roll back ...?": nothing was changed. Its own
+    code: a script tells it from an interrupt (130) and from a failure."""
+
+    exit_code = ExitCode.DECLINED
 
 
 class NothingToRollBack(CudatxError):

@@ -78,7 +78,7 @@ def _carry_out(
     if not request.yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to apply the plan")
-        click.confirm("Proceed?", abort=True, err=True)
+        output.confirm("Proceed?")
     meta = click.get_current_context().meta
     steps = output.Steps(disabled=request.as_json or bool(meta.get("cudatx.no_progress")))
     options = ApplyOptions(

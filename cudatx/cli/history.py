@@ -16,20 +16,32 @@ from cudatx.errors import UsageError
 @python_option
 @click.option("--force", is_flag=True, help="Roll back even where files changed since.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-def rollback(txn: str | None, python: str | None, force: bool, yes: bool) -> int:
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say which transaction and what it would restore; change nothing.",
+)
+def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_run: bool) -> int:
     """Put the environment back as it was before transaction ID (default: the latest), from
     the bytes cudatx saved: no network, no package index."""
     from cudatx.discover.target import find_target, require_environment
+    from cudatx.render.history import would_roll_back
+    from cudatx.txn.rollback import pending
     from cudatx.txn.rollback import rollback as roll_back
 
     require_environment(python)
     target = find_target(python)
     output.info(f"Using Python {target.version} environment at: {target.prefix}")
+    journal = pending(target.prefix, txn)
+    if dry_run:
+        click.echo(would_roll_back(journal), nl=False)
+        return 0
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to roll back")
-        click.confirm(f"Roll back {txn or 'the latest transaction'}?", abort=True, err=True)
-    done, what = roll_back(target.prefix, txn, force=force)
+        click.echo(would_roll_back(journal), nl=False, err=True)
+        output.confirm(f"Roll back transaction {journal.id}?")
+    done, what = roll_back(target.prefix, journal.id, force=force)
     click.echo(f"Transaction {done}: {what}.")
     return 0
 

@@ -211,3 +211,11 @@ def waiting(what: str, *, disabled: bool = False) -> Iterator[None]:
             took = duration(time.monotonic() - started)
             sys.stderr.write(f"\r\x1b[Kcudatx: {what}: {ended} {took}\n")
             sys.stderr.flush()
+
+
+def confirm(question: str) -> None:
+    """Ask on stderr; an answer of no (the default) raises Declined. ^C stays an interrupt."""
+    from cudatx.errors import Declined
+
+    if not click.confirm(question, default=False, err=True):
+        raise Declined("declined: nothing was changed")

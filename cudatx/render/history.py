@@ -90,3 +90,19 @@ def show(journal: Journal) -> str:
         lines.append(f"Undo with: {undo}")
     lines.append("(--json prints the whole journal, the plan included)")
     return "\n".join(lines) + "\n"
+
+
+def would_roll_back(journal: Journal) -> str:
+    """What `rollback` would do, for a prompt and for --dry-run: which transaction, and the
+    packages it puts back (+ what the transaction removed, - what it installed, ~ what it
+    reinstalled, back to the bytes before it)."""
+    if journal.state is State.ROLLED_BACK:
+        return f"Transaction {journal.id} is already rolled back: nothing to restore.\n"
+    lines = [
+        f"Would roll back transaction {journal.id} ({journal.state.value}, "
+        f"{journal.created}): {journal.command}",
+        *_packages("Would restore", "+", journal.remove),
+        *_packages("Would remove", "-", journal.install),
+        *_packages("Would put back the earlier bytes of", "~", journal.reinstall),
+    ]
+    return "".join(line + "\n" for line in lines)

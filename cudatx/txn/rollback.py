@@ -124,26 +124,37 @@ def _remove_added(journal: Journal, keep: set[str]) -> None:
                 os.rmdir(folder)
 
 
+def chosen(store: Store, txn: str | None) -> Journal:
+    """The journal of the transaction `rollback` would roll back: `txn`, else the latest."""
+    ids = store.ids()
+    if not ids:
+        raise NothingToRollBack(
+            f"nothing to roll back: no cudatx transaction recorded in {store.prefix}"
+        )
+    if txn is None:
+        # The latest transaction, rolled back or not: running rollback twice must not reach
+        # for an older one (that takes its ID).
+        txn = ids[-1]
+    elif txn not in ids:
+        # A mistyped ID: the command line's fault (exit 2, as `history show` says it), not a
+        # corrupt store (12).
+        raise UsageError(f"no transaction {txn} in {store.prefix}; `cudatx history` lists them")
+    return store.read_journal(txn)
+
+
+def pending(prefix: str, txn: str | None) -> Journal:
+    """What `rollback` would roll back, read without taking the lock (a prompt, a dry run)."""
+    return chosen(Store(prefix), txn)
+
+
 def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
     """Roll back `txn` (default: the latest). Returns (id, what happened)."""
     store = Store(prefix)
     # A little patience: a uv of a killed transaction holds the lock until the kernel has
     # killed it too (it is tied to cudatx, cudatx.uv.run_uv).
     with store.lock(wait=_LEFTOVER_S):
-        ids = store.ids()
-        if not ids:
-            raise NothingToRollBack(
-                f"nothing to roll back: no cudatx transaction recorded in {prefix}"
-            )
-        if txn is None:
-            # The latest transaction, rolled back or not: running rollback twice must not
-            # reach for an older one (that takes its ID).
-            txn = ids[-1]
-        elif txn not in ids:
-            # A mistyped ID: the command line's fault (exit 2, as `history show` says it),
-            # not a corrupt store (12).
-            raise UsageError(f"no transaction {txn} in {prefix}; `cudatx history` lists them")
-        journal = store.read_journal(txn)
+        journal = chosen(store, txn)
+        txn = journal.id
         if journal.state is State.ROLLED_BACK:
             return txn, "already rolled back"
         same_environment(store, journal)

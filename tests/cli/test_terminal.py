@@ -410,3 +410,38 @@ def test_nothing_to_roll_back_has_its_own_exit_code(copy: Path) -> None:
     assert empty.stdout == f"No transactions recorded for {_venv(copy)}.\n"
     listed = json.loads(cudatx("history", "--json", "--python", _venv(copy), hide=QUIET).stdout)
     assert listed["transactions"] == []
+
+
+# -- prompts ----------------------------------------------------------------------------------
+
+
+def test_declining_is_its_own_exit_code_and_changes_nothing(copy: Path) -> None:
+    """Answering no to "Proceed?" or to the rollback's question exits 19 (not 130, the code
+    of ^C) and changes nothing; the rollback's prompt names the transaction and what it
+    would restore, and `rollback --dry-run` says the same and changes nothing."""
+    from tests.support.digest import diff, tree_digest
+
+    venv = _venv(copy)
+    links = ("--offline", "--find-links", copy / "wheels")
+    before = tree_digest(Path(venv), exclude=(".cudatx",))
+    change = ("remove", CU13, "--repair", *links, "--color", "never", "--python", venv)
+    declined = in_terminal(*change, typed="n\n")
+    assert declined.returncode == 19, declined.err
+    assert "Proceed?" in declined.err and "declined: nothing was changed" in declined.err
+    assert diff(before, tree_digest(Path(venv), exclude=(".cudatx",))) == []
+    applied = in_terminal(*change, typed="y\n")
+    assert applied.returncode == 0, applied.err
+    (txn,) = re.findall(r"Applied as transaction (\S+);", applied.err)
+    after = tree_digest(Path(venv), exclude=(".cudatx",))
+
+    dry = cudatx("rollback", "--dry-run", "--python", venv, hide=QUIET)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith(f"Would roll back transaction {txn} (committed, "), dry.stdout
+    assert f" + {CU13}==9.13.0.50" in dry.stdout and f" ~ {CU12}==9.10.2.21" in dry.stdout
+    no = in_terminal("rollback", "--color", "never", "--python", venv, typed="n\n")
+    assert no.returncode == 19, no.err
+    assert dry.stdout in no.err and f"Roll back transaction {txn}?" in no.err
+    assert diff(after, tree_digest(Path(venv), exclude=(".cudatx",))) == []
+    yes = in_terminal("rollback", "--color", "never", "--python", venv, typed="y\n")
+    assert yes.returncode == 0, yes.err
+    assert diff(before, tree_digest(Path(venv), exclude=(".cudatx",))) == []

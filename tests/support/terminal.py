@@ -48,9 +48,11 @@ def in_terminal(
     env: Mapping[str, str] | None = None,
     hide: Collection[str] = HIDDEN | COLOUR_VARIABLES,
     timeout: float = 120,
+    typed: str = "",
 ) -> Session:
     """``python -m cudatx ARGS`` with stdout and stderr on terminals (TERM=xterm-256color
-    unless `env` says otherwise); waits for it to end."""
+    unless `env` says otherwise); waits for it to end. `typed`: what the person types, ahead
+    (a prompt's answer and its newline)."""
     out_master, out_slave = pty.openpty()
     err_master, err_slave = pty.openpty()
     for fd in (out_slave, err_slave):
@@ -67,6 +69,8 @@ def in_terminal(
     finally:
         os.close(out_slave)
         os.close(err_slave)
+    if typed:
+        os.write(err_master, typed.encode())  # the terminal keeps it until the prompt reads
     read: dict[int, bytearray] = {out_master: bytearray(), err_master: bytearray()}
     open_fds = set(read)
     deadline = time.monotonic() + timeout
