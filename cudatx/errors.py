@@ -29,6 +29,7 @@ class ExitCode(IntEnum):
     UV = 13  # uv could not say what it would do, or stage it (resolution, index, network)
     NOTHING_TO_ROLL_BACK = 14  # rollback found no transaction recorded for the environment
     CONDA_OWNED = 15  # the change would act on what conda installed; cudatx applies through uv
+    NEEDS_BUILD = 16  # a requirement can only be had by building it; --allow-build builds it
     # `cudatx trace`: the command could not be started (the codes shells and env(1) use)
     COMMAND_NOT_EXECUTABLE = 126
     COMMAND_NOT_FOUND = 127
@@ -118,6 +119,21 @@ class CondaOwned(CudatxError):
     longer say what is there). The message names the conda command a user would run."""
 
     exit_code = ExitCode.CONDA_OWNED
+
+
+class NeedsBuild(CudatxError):
+    """A requirement can only be had by building it (an sdist, a local folder, an editable, a
+    VCS checkout): building runs its setup.py or build backend, code from whoever wrote it.
+    Nothing builds unless the user passes --allow-build; a dry run and a check never build
+    behind a user's back."""
+
+    exit_code = ExitCode.NEEDS_BUILD
+
+
+def needs_build(what: list[str]) -> str:
+    """The one line NeedsBuild says: what can only be had by building it."""
+    shown = ", ".join(what[:5]) + (f" and {len(what) - 5} more" if len(what) > 5 else "")
+    return one_line(f"{shown} can only be checked by building it: pass --allow-build")
 
 
 class CommandNotFound(CudatxError):

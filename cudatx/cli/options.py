@@ -99,8 +99,9 @@ class UvSource(NamedTuple):
 
 
 def uv_options(command: F) -> F:
-    """--uv, --offline, --find-links, --index-url and --extra-index-url, passed on to every uv
-    that resolves, stages or installs; the command receives them as `source: UvSource`."""
+    """--uv, --offline, --find-links, --index-url, --extra-index-url and --allow-build, passed
+    on to every uv that resolves, stages or installs; the command receives them as
+    `source: UvSource`."""
     run = command
 
     @functools.wraps(run)
@@ -111,12 +112,13 @@ def uv_options(command: F) -> F:
         find_links: tuple[str, ...],
         index_url: str | None,
         extra_index_url: tuple[str, ...],
+        allow_build: bool,
         **kwargs: Any,
     ) -> Any:
         from cudatx.uv import UvOptions  # subprocess and shutil: not for --help
 
         no_deps = bool(kwargs.pop("no_deps", False))  # only where no_deps_option is given
-        options = UvOptions(offline, find_links, index_url, extra_index_url, no_deps)
+        options = UvOptions(offline, find_links, index_url, extra_index_url, no_deps, allow_build)
         return run(*args, source=UvSource(uv, options), **kwargs)
 
     return _apply(
@@ -131,6 +133,13 @@ def uv_options(command: F) -> F:
             ),
             click.option("--index-url", "-i", metavar="URL", default=None, help="Passed to uv."),
             click.option("--extra-index-url", metavar="URL", multiple=True, help="Passed to uv."),
+            click.option(
+                "--allow-build",
+                is_flag=True,
+                help="Let uv build sdists, local folders, editables and VCS checkouts (runs "
+                "their setup.py or build backend) [default: wheels only; what needs a build "
+                "is named and refused].",
+            ),
             click.option(
                 "--uv",
                 metavar="PATH",

@@ -19,11 +19,12 @@ from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
 from cudatx.errors import CondaOwned, NotInEnvironment
 from cudatx.models import Distribution
+from cudatx.planning import building
 from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
 from cudatx.planning.stage import Arrival, ask_uv, stage
-from cudatx.uv import UvFailed, find_uv
+from cudatx.uv import ALLOW_BUILD, UvFailed, find_uv
 
 
 def find_uv_default() -> str:
@@ -67,12 +68,19 @@ class Planning:
     uv: Callable[[], str] = find_uv_default  # the uv binary, looked up when first needed
     uv_options: tuple[str, ...] = ()  # uv's words for where wheels come from
 
+    @property
+    def allow_build(self) -> bool:
+        """--allow-build: sdists, local folders and VCS checkouts may be built (run)."""
+        return ALLOW_BUILD in self.uv_options
+
 
 def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
     """The planning's options, with repairs staging the reinstalled wheels under `folder`."""
 
     def stage_reinstalls(fixes: tuple[Distribution, ...]) -> tuple[Distribution, ...]:
         wanted = [Arrival(d.name, reinstall_spec(d)) for d in fixes]
+        if not planning.allow_build:
+            building.refuse(building.unbuilt_specs(a.spec for a in wanted))
         prefix, site = env.target.prefix, env.target.install_site
         into = os.path.join(folder, "repair")
         staged = stage(planning.uv(), prefix, site, wanted, into, planning.uv_options)
@@ -137,8 +145,13 @@ def propose_removal(
 
 def propose(env: Environment, command: str, args: Sequence[str], planning: Planning) -> Proposal:
     """Plan `uv pip COMMAND ARGS` (install or sync) for `env`, changing nothing in it."""
+    if not planning.allow_build:
+        # Before uv is asked: uv builds an editable even under --no-build (planning.building).
+        building.refuse(building.unbuilt_args(command, args, env.target.markers))
     uv = planning.uv()
     asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options)
+    if not planning.allow_build:
+        building.refuse(building.unbuilt_specs(a.spec for a in asked.arriving))
     removing = []
     for name, version in asked.leaving:
         dist = env.distribution(name)

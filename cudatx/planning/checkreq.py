@@ -20,6 +20,7 @@ from cudatx.analysis.commands import cudatx_line
 from cudatx.environment import Environment
 from cudatx.errors import CudatxError
 from cudatx.models import Frozen
+from cudatx.planning import building
 from cudatx.planning.change import Planning, propose
 from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
@@ -177,6 +178,10 @@ def check_file(
     if mode == "auto":
         complete = _complete(env, [f for f in (now, before) if f is not None])
         mode = "sync" if complete else "install"
+    if not planning.allow_build:
+        # Named by their lines before uv sees them: a checked repository's own code (an
+        # editable, a local folder, a VCS or sdist URL) must not run on a reviewer's machine.
+        building.refuse(building.unbuilt_pins(now.entries))
     if mode == "install" and not now.entries:
         plan = plan_change(env, (), (), PlanOptions())  # nothing to install: nothing changes
     else:
