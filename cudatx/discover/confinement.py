@@ -104,6 +104,28 @@ def withheld_because(base: str, entry: str, real_prefix: str) -> str | None:
     return None
 
 
+def escaping_metadata(dists: Iterable[Distribution], prefix: str) -> list[str]:
+    """The metadata folders of `dists` that are symlinks leading outside the environment,
+    each as `PATH -> TARGET`. uv reads the RECORD there and deletes the folder, cudatx would
+    rewrite the RECORD there (cudatx.txn.confine) and save and restore it: all of it outside.
+    (A package folder that leads outside needs no refusal: every entry through it is
+    withheld from uv, and neither the snapshot nor a rollback goes through it.)"""
+    real_prefix = os.path.realpath(prefix)
+    found: list[str] = []
+    for dist in dists:
+        if dist.kind == "conda":
+            continue
+        try:
+            if not stat.S_ISLNK(os.lstat(dist.metadata_dir).st_mode):
+                continue
+        except OSError:
+            continue
+        target = os.path.realpath(dist.metadata_dir)
+        if os.path.commonpath([real_prefix, target]) != real_prefix:
+            found.append(f"{dist.metadata_dir} -> {target}")
+    return found
+
+
 def listing_rows(dist: Distribution) -> list[list[str] | csv.Error] | None:
     """Every row of the distribution's RECORD (installed-files.txt: one path a line) as uv
     reads it, rows the scan drops included (an empty path, a bad hash): uv deletes what they

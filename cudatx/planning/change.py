@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 
 from cudatx.analysis.commands import conda_command
 from cudatx.analysis.ownership import conda_record_of
+from cudatx.discover.confinement import escaping_metadata
 from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
-from cudatx.errors import CondaOwned, NotInEnvironment
+from cudatx.errors import CondaOwned, NotInEnvironment, UnsafePaths
 from cudatx.models import Distribution
 from cudatx.planning import building
 from cudatx.planning.models import Plan
@@ -124,6 +125,21 @@ def refuse_conda(env: Environment, leaving: Sequence[Distribution], arriving: st
     )
 
 
+def refuse_escaping(dists: Sequence[Distribution], prefix: str) -> None:
+    """Refuse (UnsafePaths) a change to distributions whose metadata folder is a symlink
+    leading outside the environment: uninstalling, saving and rolling back would act on what
+    it leads to (cudatx.discover.confinement.escaping_metadata). Said before anything is
+    touched; the apply says it again under its lock."""
+    found = escaping_metadata(dists, prefix)
+    if found:
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        raise UnsafePaths(
+            f"{found[0]}{more} is a symlink leading outside the environment; cudatx will not "
+            "uninstall through it (replace it with the folder it stands for, or remove it)",
+            path=found[0].split(" -> ")[0],
+        )
+
+
 def _listed(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
@@ -138,6 +154,7 @@ def propose_removal(
     installed is refused (CondaOwned)."""
     chosen = select(env, specs, requirement_files)
     refuse_conda(env, chosen)
+    refuse_escaping(chosen, env.target.prefix)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         plan = plan_change(env, chosen, (), _options(env, planning, folder))
     return _with_repairs(env, plan, Change(chosen))
@@ -159,6 +176,7 @@ def propose(env: Environment, command: str, args: Sequence[str], planning: Plann
             raise NotInEnvironment(f"uv would uninstall {name}=={version}, which is not installed")
         refuse_conda(env, [dist], next((a.spec for a in asked.arriving if a.name == name), ""))
         removing.append(dist)
+    refuse_escaping(removing, env.target.prefix)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         site = env.target.install_site
         into = os.path.join(folder, "install")

@@ -19,12 +19,20 @@ from cudatx.discover.conda import conda_meta
 from cudatx.discover.dists import installed_state, reinstall_spec
 from cudatx.documents import dump
 from cudatx.environment import Environment
-from cudatx.errors import Busy, CudatxError, InUse, Refused, RolledBack, StoreError
-from cudatx.planning.change import Change, Proposal
+from cudatx.errors import (
+    Busy,
+    CudatxError,
+    InUse,
+    Refused,
+    RolledBack,
+    StoreError,
+    VerificationFailed,
+)
+from cudatx.planning.change import Change, Proposal, refuse_escaping
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
 from cudatx.trust import identity
-from cudatx.txn import confine, running, snapshot
+from cudatx.txn import beneath, confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
 from cudatx.txn.rollback import refuse_if_interrupted, restore
 from cudatx.txn.store import Store
@@ -184,10 +192,12 @@ def apply_change(
             os.path.normpath(p) for p in arriving_files(env.target.install_site, change.staged)
         }
         leaving = (*change.removing, *change.reinstalling)
+        refuse_escaping(leaving, env.target.prefix)  # again, under the lock
         # Exactly what uv deletes (__pycache__ and emptied folders included), and what
         # arrives: the snapshot saves it all, with the modes of the folders.
         deleted, folders = uninstalled(leaving, env.target.prefix)
         touched = sorted(set(deleted) | arriving)
+        guard = _Guard(env.target.prefix, touched, folders)
         _check_running(touched, options)
         txn = store.new_id()
         journal = JournalWriter(
@@ -233,16 +243,19 @@ def apply_change(
             # the environment go from the RECORDs first (the snapshot holds the originals).
             withheld = confine.withhold(leaving, env.target.prefix)
             journal.record(withheld=withheld)
-            _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock, clock)
+            guard.take()
+            _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock, clock, guard)
+            guard.check(after_uv=True)
             with clock.phase("verify", "rescan" + (" and --verify" if options.verify else "")):
                 verify(plan, change, env, rescan())
                 if options.verify:
                     run_verify(options.verify, env.target.prefix)
         except CudatxError as exc:
             with clock.phase("rollback"):
-                _roll_back(journal, exc.message)
+                replaced = _roll_back(journal, exc.message)
             raise RolledBack(
-                f"{exc.message}; the environment was rolled back ({txn})", output=exc.output
+                f"{exc.message}; the environment was rolled back ({txn}){_said(replaced)}",
+                output=exc.output,
             ) from None
         except Exception as exc:
             # A bug of cudatx's own: the environment still goes back, and the bug is reported
@@ -267,10 +280,59 @@ def apply_change(
         )
 
 
-def _roll_back(journal: JournalWriter, error: str) -> None:
+def _roll_back(journal: JournalWriter, error: str) -> list[str]:
     journal.step(State.ROLLING_BACK, error=error)
-    restore(journal.store, journal.journal)
+    replaced = restore(journal.store, journal.journal)
     journal.step(State.ROLLED_BACK)
+    return replaced
+
+
+def _said(replaced: list[str]) -> str:
+    """What a rollback did besides putting files back: symlinks it removed where a folder
+    was when the snapshot was taken (cudatx.txn.snapshot)."""
+    if not replaced:
+        return ""
+    more = f" and {len(replaced) - 1} more" if len(replaced) > 1 else ""
+    return f"; the symlink at {replaced[0]}{more}, put there since, was replaced by its folder"
+
+
+class _Guard:
+    """The folders uv is given, as cudatx saw them: their (device, inode) from the prefix
+    down, checked again right before each uv and once uv is done (cudatx.txn.beneath). A
+    folder swapped for a symlink meanwhile would have uv delete or write through it outside
+    the environment; the apply then rolls back, and never says the change was verified."""
+
+    def __init__(self, prefix: str, touched: list[str], folders: list[str]) -> None:
+        self.prefix = prefix
+        where = {os.path.dirname(p) for p in touched} | set(folders)
+        # Resolved once, here, as beneath.canonical does; a folder leading outside is the
+        # confinement's business (its entries are withheld from uv), not the guard's.
+        rels = (beneath.resolved(f, prefix) for f in sorted(where))
+        self.folders = sorted({r for r in rels if r})
+        self.may_go = {r for r in (beneath.canonical(f, prefix) for f in folders) if r}
+        self.chain: beneath.Chain = {}
+
+    def take(self) -> None:
+        try:
+            with beneath.Root(self.prefix) as root:
+                self.chain = beneath.fingerprint(root, self.folders)
+        except OSError as exc:
+            raise VerificationFailed(
+                f"{exc.filename or self.prefix}: {exc.strerror}; uv was not run"
+            ) from None
+
+    def check(self, *, after_uv: bool) -> None:
+        said = beneath.moved(self.prefix, self.chain, self.may_go if after_uv else set())
+        if not said:
+            return
+        more = f" (and {len(said) - 1} more)" if len(said) > 1 else ""
+        if after_uv:
+            raise VerificationFailed(
+                f"while uv ran, {said[0]}{more}: uv may have deleted or written through it "
+                "outside the environment; not the folder cudatx checked, so the change is "
+                "not verified"
+            )
+        raise VerificationFailed(f"{said[0]}{more} since cudatx checked it; uv was not run")
 
 
 def _run_uv(
@@ -281,12 +343,24 @@ def _run_uv(
     options: UvOptions,
     lock: int,
     clock: _Clock,
+    guard: _Guard,
 ) -> None:
     """uv changes the environment: tied to cudatx (it dies with it) and holding the lock
-    with it (a rollback waits until it is gone)."""
+    with it (a rollback waits until it is gone). Right before each uv, the folders it is
+    given are checked again (`guard`)."""
+    ran = False
 
     def run_uv(uv: str, args: list[str]) -> str:
-        return run_tied(uv, args, tied=True, pass_fds=(lock,))
+        nonlocal ran
+        guard.check(after_uv=ran)
+        ran = True
+        try:
+            return run_tied(uv, args, tied=True, pass_fds=(lock,))
+        except CudatxError:
+            # uv may fail because a folder was swapped under it (it cannot remove a symlink
+            # as the folder it emptied): that is the cause to say.
+            guard.check(after_uv=True)
+            raise
 
     if change.removing:
         journal.step(State.UNINSTALLING)

@@ -10,16 +10,47 @@ before, holds the original RECORD, which rollback puts back.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import io
 import os
+import secrets
+import stat
 from collections.abc import Iterable
-from pathlib import Path
 
 from cudatx.discover.confinement import listing, listing_rows, withheld_row
 from cudatx.errors import StoreError
 from cudatx.models import Distribution
-from cudatx.txn.store import atomic_write
+from cudatx.txn.beneath import Root, canonical
+from cudatx.txn.store import write_and_sync
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _replace(path: str, prefix: str, data: bytes) -> None:
+    """Replace the file at `path` with `data`, atomically, with the original's mode: written
+    to a new file in the same folder and renamed over it, through that folder's descriptor."""
+    rel = canonical(path, prefix)
+    if not rel:
+        raise OSError(errno.EXDEV, "outside the environment", path)
+    name = os.path.basename(rel)
+    with Root(prefix) as root:
+        folder = root.parent(rel)
+        mode = stat.S_IMODE(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+        temp = f".cudatx-{secrets.token_hex(8)}.tmp"
+        fd = os.open(temp, _CREATE, 0o600, dir_fd=folder)
+        try:
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                write_and_sync(fd, data)  # and closes it
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=folder)
+            raise
+        os.fsync(folder)
 
 
 def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
@@ -29,8 +60,9 @@ def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
     may read them otherwise); returns the entries taken out, as `name: entry (why)`.
 
     The RECORD is read again here, under the transaction's lock, not taken from the scan. It
-    is replaced by rename (atomic_write), never written in place: the snapshot may hold a hard
-    link to the original's inode, which must keep the original bytes for rollback.
+    is replaced by renameat in its folder's descriptor, reached from the prefix without
+    following a symlink (cudatx.txn.beneath), never written in place: the snapshot may hold a
+    hard link to the original's inode, which must keep the original bytes for rollback.
     """
     real_prefix = os.path.realpath(prefix)
     withheld: list[str] = []
@@ -61,7 +93,7 @@ def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
         else:
             csv.writer(out, lineterminator="\n").writerows(kept)
         try:
-            atomic_write(Path(listing_path), out.getvalue().encode("utf-8", "surrogateescape"))
+            _replace(listing_path, prefix, out.getvalue().encode("utf-8", "surrogateescape"))
         except OSError as exc:
             raise StoreError(
                 f"cannot rewrite {listing_path}: {exc.strerror}", path=listing_path

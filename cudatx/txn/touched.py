@@ -12,19 +12,22 @@ from cudatx.models import Distribution
 PYCACHE = "__pycache__"
 
 
-def files_of(dist: Distribution) -> list[str]:
-    """Every path uninstalling `dist` deletes: its RECORD's, and its metadata folder's."""
-    paths = [os.path.normpath(os.path.join(dist.site, e.path)) for e in dist.records]
-    for folder, _, names in os.walk(dist.metadata_dir):
-        paths += [os.path.join(folder, n) for n in names]
-    return sorted(set(paths))
-
-
 def _isdir(path: str) -> bool:
     try:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def files_of(dist: Distribution) -> list[str]:
+    """Every path uninstalling `dist` deletes: its RECORD's, and its metadata folder's (a
+    metadata folder that is a symlink is never walked: what it leads to is not the
+    distribution's)."""
+    paths = [os.path.normpath(os.path.join(dist.site, e.path)) for e in dist.records]
+    if _isdir(dist.metadata_dir):
+        for folder, _, names in os.walk(dist.metadata_dir):
+            paths += [os.path.join(folder, n) for n in names]
+    return sorted(set(paths))
 
 
 def _tree(folder: str, files: set[str], folders: set[str]) -> None:
