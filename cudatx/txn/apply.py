@@ -31,7 +31,7 @@ from cudatx.errors import (
 from cudatx.planning.change import Change, Proposal, refuse_escaping
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
-from cudatx.trust import identity
+from cudatx.trust import identity, refuse_target_writers
 from cudatx.txn import beneath, confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
 from cudatx.txn.rollback import refuse_if_interrupted, restore
@@ -81,6 +81,7 @@ class ApplyOptions:
     ignore_running: bool = False
     strict_running: bool = False  # a process whose maps cannot be read blocks too
     force: bool = False  # apply even an unsafe plan
+    allow_other_writers: bool = False  # change it though another user can write it (trust)
     command: str = ""  # the cudatx command line, for the journal
     warn: Callable[[str], None] = field(default=lambda message: None)  # said, not refused
     progress: Callable[[Phase], None] = _noop  # each phase as it starts and ends
@@ -193,6 +194,8 @@ def apply_change(
         }
         leaving = (*change.removing, *change.reinstalling)
         refuse_escaping(leaving, env.target.prefix)  # again, under the lock
+        accepted = options.allow_other_writers
+        refuse_target_writers(env.target, accepted=accepted, what="deletes or writes")
         # Exactly what uv deletes (__pycache__ and emptied folders included), and what
         # arrives: the snapshot saves it all, with the modes of the folders.
         deleted, folders = uninstalled(leaving, env.target.prefix)

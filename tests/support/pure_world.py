@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,9 +53,10 @@ def build_pure_wheels(out: Path) -> list[Path]:
     ]
 
 
-def install_pure_world(wheels: list[Path], tmp_path: Path) -> World:
-    """A fresh venv of the wheels, a sentinel folder and a work folder under `tmp_path`."""
-    venv = make_venv(tmp_path / "venv")
+def install_pure_world(wheels: list[Path], tmp_path: Path, python: str = sys.executable) -> World:
+    """A fresh venv of the wheels (made with `python`), a sentinel folder and a work folder
+    under `tmp_path`."""
+    venv = make_venv(tmp_path / "venv", python)
     uv_install(venv, wheels)
     sentinel = tmp_path / "sentinel"
     sentinel.mkdir()
