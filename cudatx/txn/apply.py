@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from cudatx.digest import sha256_hex
+from cudatx.digest import file_state
 from cudatx.discover.conda import conda_meta
 from cudatx.discover.dists import installed_state, reinstall_spec
 from cudatx.documents import dump
@@ -34,7 +34,7 @@ from cudatx.planning.simulate import arriving_files
 from cudatx.trust import identity, refuse_target_writers
 from cudatx.txn import beneath, confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
-from cudatx.txn.rollback import refuse_if_interrupted, restore
+from cudatx.txn.rollback import refuse_if_interrupted, roll_back
 from cudatx.txn.store import Store
 from cudatx.txn.touched import PYCACHE, created_folders, uninstalled
 from cudatx.txn.verify import run_verify, verify
@@ -255,7 +255,7 @@ def apply_change(
                     run_verify(options.verify, env.target.prefix)
         except CudatxError as exc:
             with clock.phase("rollback"):
-                replaced = _roll_back(journal, exc.message)
+                replaced = roll_back(journal, exc.message)
             raise RolledBack(
                 f"{exc.message}; the environment was rolled back ({txn}){_said(replaced)}",
                 output=exc.output,
@@ -263,14 +263,14 @@ def apply_change(
         except Exception as exc:
             # A bug of cudatx's own: the environment still goes back, and the bug is reported
             # as one (exit 70), not as a failure of the change.
-            _roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
+            roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
             raise
         journal.step(State.VERIFIED)
         # What lies outside is none of rollback's business; a .pyc that Python writes again
         # later is no change a rollback must refuse over (restoring it is harmless).
         kept = {p for p in set(touched) - set(outside) if PYCACHE not in p.split(os.sep)}
         with clock.phase("commit"):
-            journal.step(State.COMMITTED, after={p: sha256_hex(p) for p in sorted(kept)})
+            journal.step(State.COMMITTED, after={p: file_state(p) for p in sorted(kept)})
         arriving_names = {d.name for d in change.staged}
         return Applied(
             id=txn,
@@ -281,13 +281,6 @@ def apply_change(
             seconds=tuple(clock.seconds),
             snapshot=size,
         )
-
-
-def _roll_back(journal: JournalWriter, error: str) -> list[str]:
-    journal.step(State.ROLLING_BACK, error=error)
-    replaced = restore(journal.store, journal.journal)
-    journal.step(State.ROLLED_BACK)
-    return replaced
 
 
 def _said(replaced: list[str]) -> str:

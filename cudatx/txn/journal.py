@@ -37,11 +37,14 @@ class State(StrEnum):
     COMMITTED = "committed"
     ROLLING_BACK = "rolling back"
     ROLLED_BACK = "rolled back"
+    # Ended without being rolled back, because it never can be: its snapshot was pruned or
+    # is missing (the journal's `error` says which). The environment is as uv left it.
+    FAILED = "failed"
 
     @property
     def done(self) -> bool:
         """Whether the transaction ended (anything else means it was interrupted)."""
-        return self in (State.COMMITTED, State.ROLLED_BACK)
+        return self in (State.COMMITTED, State.ROLLED_BACK, State.FAILED)
 
 
 class _Model(Frozen):

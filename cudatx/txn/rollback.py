@@ -10,7 +10,7 @@ import shutil
 import stat
 from dataclasses import replace
 
-from cudatx.digest import sha256_hex
+from cudatx.digest import file_state
 from cudatx.discover.dists import scan_distributions
 from cudatx.errors import Conflict, Interrupted, NothingToRollBack, StoreError, UsageError
 from cudatx.models import Distribution
@@ -51,21 +51,52 @@ def refuse_if_interrupted_at(prefix: str) -> None:
             refuse_if_interrupted(store)
 
 
+class SnapshotGone(StoreError):
+    """The transaction's snapshot was pruned or is missing: it can never be rolled back, so
+    the rollback ends it as failed (State.FAILED, with this reason) rather than leave it
+    interrupted for ever."""
+
+
+def snapshot_of(store: Store, journal: Journal) -> snapshot.Snapshot | None:
+    """The journal's snapshot, or None where none was ever complete (nothing changed: uv
+    runs only after it); SnapshotGone where it was pruned or has gone missing since."""
+    txn = journal.id
+    if journal.pruned:
+        raise SnapshotGone(
+            f"the snapshot of {txn} was pruned ({journal.pruned}); it cannot be rolled back"
+        )
+    saved = snapshot.load(store.txn_dir(txn))
+    if saved is None and State.SNAPSHOTTED in {s.state for s in journal.steps}:
+        raise SnapshotGone(
+            f"the snapshot of {txn} is missing ({store.txn_dir(txn) / snapshot.SNAPSHOT}); "
+            "it cannot be rolled back, nothing was restored"
+        )
+    return saved
+
+
+def roll_back(log: JournalWriter, error: str | None = None) -> list[str]:
+    """Roll the journal's transaction back, each step on disk before the next: rolling
+    back, then rolled back; or, where its snapshot is gone, failed with the reason (never
+    left interrupted: no later rollback could end it). `error`: why it is rolled back."""
+    try:
+        snapshot_of(log.store, log.journal)
+    except SnapshotGone as gone:
+        log.step(State.FAILED, error=f"{error}; {gone.message}" if error else gone.message)
+        raise
+    log.step(State.ROLLING_BACK, **({"error": error} if error else {}))
+    replaced = restore(log.store, log.journal)
+    log.step(State.ROLLED_BACK)
+    return replaced
+
+
 def restore(store: Store, journal: Journal) -> list[str]:
     """Put the environment back as it was before the journal's transaction. Returns the
     symlinks it removed where the snapshot saw a folder (cudatx.txn.snapshot)."""
     txn = journal.id
-    if journal.pruned:
-        raise StoreError(f"the snapshot of {txn} was pruned ({journal.pruned}); cannot roll back")
     same_environment(store, journal)
-    saved = snapshot.load(store.txn_dir(txn))
+    saved = snapshot_of(store, journal)
     if saved is None:
-        if State.SNAPSHOTTED not in {s.state for s in journal.steps}:
-            return []  # no snapshot was ever complete: nothing changed (uv runs only after it)
-        raise StoreError(
-            f"the snapshot of {txn} is missing ({store.txn_dir(txn) / snapshot.SNAPSHOT}); "
-            "nothing was restored"
-        )
+        return []
     if (saved.prefix, saved.prefix_id) != (journal.prefix, journal.prefix_id):
         raise StoreError(
             f"the snapshot of {txn} is for {saved.prefix} ({saved.prefix_id}), not for "
@@ -191,18 +222,21 @@ def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
         journal = store.read_journal(txn)
         if journal.state is State.ROLLED_BACK:
             return txn, "already rolled back"
+        if journal.state is State.FAILED:
+            raise SnapshotGone(f"transaction {txn} cannot be rolled back: {journal.error}")
         same_environment(store, journal)
         if journal.state is State.COMMITTED and not force:
-            changed = [p for p, h in journal.after.items() if sha256_hex(p) != h]
+            changed = [p for p, h in journal.after.items() if file_state(p) != h]
             if changed:
                 raise Conflict(
                     f"{len(changed)} files changed since transaction {txn} "
                     f"(e.g. {changed[0]}); --force to roll back anyway"
                 )
-        log = JournalWriter(store, journal)
-        log.step(State.ROLLING_BACK)
-        restore(store, log.journal)
-        log.step(State.ROLLED_BACK)
+        replaced = roll_back(JournalWriter(store, journal))
+        if replaced:
+            return txn, f"rolled back (the symlink at {replaced[0]}, put there since, was " + (
+                "replaced by its folder)"
+            )
         return txn, "rolled back"
 
 
