@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from cudatx.cache import file_key
+from cudatx.cache import file_key, memo_file
 from cudatx.discover.catalog import (
     Framework,
     FrameworkLoads,
@@ -474,21 +474,16 @@ def _cached(
     real: Callable[[str], str],
 ) -> FrameworkLoads:
     states = [os.stat(real(p)) for p in paths]
-    memo: tuple[object, ...] = (framework.name, *paths, *(file_key(st) for st in states))
-    if memo in _PARSED:
-        return _PARSED[memo]
-    kind = f"framework {framework.name}"
-    text = cache.get_file(kind, states[0]) if cache is not None and len(states) == 1 else None
-    parsed = None
-    if text is not None:
-        try:
-            parsed = framework_loads_from_json(json.loads(text))
-        except (TypeError, KeyError, ValueError):
-            if cache is not None:
-                cache.invalid()
-    if parsed is None:
-        parsed = _parse(framework, _read(paths, real), package_dir)
-        if cache is not None and len(states) == 1:
-            cache.put_file(kind, states[0], json.dumps(framework_loads_to_json(parsed)))
-    _PARSED[memo] = parsed
+    seen: tuple[object, ...] = (framework.name, *paths, *(file_key(st) for st in states))
+    if seen in _PARSED:
+        return _PARSED[seen]
+    parsed = memo_file(
+        cache if len(states) == 1 else None,  # an entry is one file's
+        f"framework {framework.name}",
+        states[0],
+        lambda: _parse(framework, _read(paths, real), package_dir),
+        load=lambda text: framework_loads_from_json(json.loads(text)),
+        dump=lambda found: json.dumps(framework_loads_to_json(found)),
+    )
+    _PARSED[seen] = parsed
     return parsed

@@ -198,7 +198,7 @@ def apply_change(
         refuse_target_writers(env.target, accepted=accepted, what="deletes or writes")
         # Exactly what uv deletes (__pycache__ and emptied folders included), and what
         # arrives: the snapshot saves it all, with the modes of the folders.
-        deleted, folders = uninstalled(leaving, env.target.prefix)
+        deleted, folders = uninstalled(leaving, env.target.prefix, change.kept)
         touched = sorted(set(deleted) | arriving)
         guard = _Guard(env.target.prefix, touched, folders)
         _check_running(touched, options)
@@ -244,7 +244,7 @@ def apply_change(
         try:
             # uv deletes what a RECORD lists, through symlinks too: entries that lead out of
             # the environment go from the RECORDs first (the snapshot holds the originals).
-            withheld = confine.withhold(leaving, env.target.prefix)
+            withheld = confine.withhold(leaving, env.target.prefix, change.kept)
             journal.record(withheld=withheld)
             guard.take()
             _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock, clock, guard)
