@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from cudatx.models import PythonTarget
 
 PRIVATE = 0o700  # the store holds copies of every file a change touches: its owner's only
+STORE_DIR = ".cudatx"  # the store's folder under the prefix (cudatx.txn.store)
 
 
 def refuse_foreign(path: Path, st: os.stat_result, *, folder: bool) -> None:
@@ -260,3 +261,66 @@ def refuse_other_writers(found: list[str], *, accepted: bool, what: str) -> None
         "that user, or pass --allow-other-writers to accept it",
         path=found[0],
     )
+
+
+# -- Transactions left unfinished ----------------------------------------------------------
+#
+# Read here, without pydantic and without taking the lock, by every command that scans: an
+# environment a transaction left half changed must be rolled back before anything is said
+# of it (a doctor that suggests a raw `uv pip install` there, a dry run that says "safe").
+
+# The journal states that end a transaction (cudatx.txn.journal.State.done).
+DONE_STATES = frozenset({"committed", "rolled back", "failed"})
+
+
+def unfinished_transactions(prefix: str) -> list[tuple[str, str]]:
+    """(id, state) of each transaction recorded in the environment's store that did not end,
+    oldest first; none where there is no store. Raises StoreError for a store cudatx did not
+    make or a journal it cannot read (refuse_foreign, read_private)."""
+    import json
+
+    root = Path(prefix) / STORE_DIR
+    transactions = root / "transactions"
+    try:
+        for folder in (root, transactions):
+            refuse_foreign(folder, os.lstat(folder), folder=True)
+        names = sorted(e.name for e in os.scandir(transactions) if not e.name.startswith("."))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StoreError(
+            f"cannot list {transactions}: {exc.strerror}", path=str(transactions)
+        ) from None
+    found = []
+    for name in names:
+        path = transactions / name / "journal.json"
+        try:
+            state = json.loads(read_private(path)).get("state")
+        except FileNotFoundError:
+            continue  # a folder without a journal is no transaction (Store.ids)
+        except (OSError, ValueError, AttributeError, RecursionError):
+            raise StoreError(f"cannot read the journal {path}", path=str(path)) from None
+        if state not in DONE_STATES:
+            found.append((name, str(state)))
+    return found
+
+
+def transaction_running(prefix: str) -> bool:
+    """Whether a cudatx transaction holds the environment's lock now (an flock(2) of the
+    store's lock file, cudatx.txn.store.Store.lock): tried shared and at once, and let go at
+    once, so a reader never stands in a transaction's way for longer than the try."""
+    import errno
+    import fcntl
+
+    path = Path(prefix) / STORE_DIR / "lock"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)  # drops the shared lock with it
+    return False

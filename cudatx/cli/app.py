@@ -82,6 +82,7 @@ def scanned(
                 output.info(
                     f"Using Python {env.target.version} environment at: {env.target.prefix}"
                 )
+            refuse_unfinished(env.target.prefix)
             _whose(env, query, changes=changes, accepted=accepted)
             cache = env.view.cache
             output.debug(
@@ -97,6 +98,34 @@ def scanned(
     finally:
         if bar is not None:
             bar.finish()
+
+
+def refuse_unfinished(prefix: str) -> None:
+    """Every command that reads an environment first says, as an error whose fix is
+    `cudatx rollback`, that a transaction left it half changed (Interrupted, exit 8): what it
+    would say of a half-changed environment (a doctor's fix, a dry run's "safe") is wrong.
+    One that is running now (it holds the lock) is a warning: what is read may change."""
+    import shlex
+
+    import cudatx.cli.output as output
+    from cudatx.errors import Interrupted, StoreError
+    from cudatx.trust import transaction_running, unfinished_transactions
+
+    try:
+        found = unfinished_transactions(prefix)
+    except StoreError as exc:
+        output.warn(f"cannot tell whether a transaction was left unfinished: {exc.message}")
+        return
+    if not found:
+        return
+    txn, state = found[-1]
+    if transaction_running(prefix):
+        output.warn(f"transaction {txn} is running ({state}): what is read here may change")
+        return
+    raise Interrupted(
+        f"transaction {txn} was interrupted ({state}) and left the environment half changed; "
+        f"run `cudatx rollback --python {shlex.quote(prefix)}` to complete it before anything else"
+    )
 
 
 def _whose(env: Environment, query: Query, *, changes: bool, accepted: bool) -> None:

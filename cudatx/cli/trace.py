@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 import cudatx.cli.output as output
+from cudatx.cli.app import refuse_unfinished
 from cudatx.cli.options import (
     allows_other_writers,
     json_option,
@@ -62,6 +63,7 @@ def trace(
     from cudatx.txn.trace import trace as run_traced
 
     output.info(f"Using Python {target.version} environment at: {target.prefix}")
+    refuse_unfinished(target.prefix)
     refuse_target_writers(target, accepted=allows_other_writers(), what="runs")
     done = run_traced(target, command)
     output.info(render.recorded(done))

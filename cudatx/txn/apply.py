@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from cudatx.digest import file_state
 from cudatx.discover.conda import conda_meta
@@ -22,13 +25,14 @@ from cudatx.environment import Environment
 from cudatx.errors import (
     Busy,
     CudatxError,
+    Interrupted,
     InUse,
     Refused,
     RolledBack,
     StoreError,
     VerificationFailed,
 )
-from cudatx.planning.change import Change, Proposal, refuse_escaping
+from cudatx.planning.change import Proposal, refuse_escaping
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
 from cudatx.trust import identity, refuse_target_writers
@@ -221,66 +225,177 @@ def apply_change(
             ),
         )
         journal.step(State.STARTED)
-        installed = tuple(
-            {"name": d.name, "version": d.version, "direct_url": d.direct_url}
-            for d in env.distributions
+        work = _Work(
+            env, proposal, options, store, journal, lock, clock, uv, guard, touched, folders
         )
-        try:
-            with clock.phase("snapshot", _count(len(touched), "file")):
-                saved, outside = snapshot.take(
-                    store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
-                )
-                # Counted now, while the live files still hold their names: a saved file
-                # with more than one name is a hard link.
-                size = snapshot.size(store.txn_dir(txn), saved)
-        except Exception:
-            # Nothing was changed yet (uv runs only after the snapshot): not interrupted. On a
-            # full disk even this may fail; the snapshot's own error is the one to report
-            # (and a later run finds no snapshot to restore: rollback completes at once).
-            with contextlib.suppress(StoreError):
-                journal.step(State.ROLLED_BACK, error="the snapshot could not be written")
-            raise
-        journal.step(State.SNAPSHOTTED, outside=sorted(outside))
-        try:
-            # uv deletes what a RECORD lists, through symlinks too: entries that lead out of
-            # the environment go from the RECORDs first (the snapshot holds the originals).
-            withheld = confine.withhold(leaving, env.target.prefix, change.kept)
-            journal.record(withheld=withheld)
-            guard.take()
-            _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock, clock, guard)
-            guard.check(after_uv=True)
-            with clock.phase("verify", "rescan" + (" and --verify" if options.verify else "")):
-                verify(plan, change, env, rescan())
-                if options.verify:
-                    run_verify(options.verify, env.target.prefix)
-        except CudatxError as exc:
-            with clock.phase("rollback"):
-                replaced = roll_back(journal, exc.message)
-            raise RolledBack(
-                f"{exc.message}; the environment was rolled back ({txn}){_said(replaced)}",
-                output=exc.output,
-            ) from None
-        except Exception as exc:
-            # A bug of cudatx's own: the environment still goes back, and the bug is reported
-            # as one (exit 70), not as a failure of the change.
-            roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
-            raise
-        journal.step(State.VERIFIED)
-        # What lies outside is none of rollback's business; a .pyc that Python writes again
-        # later is no change a rollback must refuse over (restoring it is harmless).
-        kept = {p for p in set(touched) - set(outside) if PYCACHE not in p.split(os.sep)}
-        with clock.phase("commit"):
-            journal.step(State.COMMITTED, after={p: file_state(p) for p in sorted(kept)})
-        arriving_names = {d.name for d in change.staged}
-        return Applied(
-            id=txn,
-            folder=str(store.txn_dir(txn)),
-            removed=tuple(Package.of(d) for d in change.removing if d.name not in arriving_names),
-            installed=tuple(map(Package.of, change.staged)),
-            reinstalled=tuple(map(Package.of, change.reinstalling)),
-            seconds=tuple(clock.seconds),
-            snapshot=size,
-        )
+        with _interrupts_raise():
+            try:
+                return _carry_out(work, rescan)
+            except _Signalled as sig:
+                _interrupted(journal, clock, sig)
+
+
+@dataclass(frozen=True)
+class _Work:
+    """A transaction once its journal is started: what _carry_out needs."""
+
+    env: Environment
+    proposal: Proposal
+    options: ApplyOptions
+    store: Store
+    journal: JournalWriter
+    lock: int
+    clock: _Clock
+    uv: str
+    guard: _Guard
+    touched: list[str]
+    folders: list[str]
+
+
+def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
+    """Snapshot, uv, verify, commit; or roll back on any failure."""
+    env, journal, clock, options = work.env, work.journal, work.clock, work.options
+    plan, change = work.proposal.plan, work.proposal.change
+    txn, prefix, touched = journal.journal.id, env.target.prefix, work.touched
+    installed = tuple(
+        {"name": d.name, "version": d.version, "direct_url": d.direct_url}
+        for d in env.distributions
+    )
+    try:
+        with clock.phase("snapshot", _count(len(touched), "file")):
+            saved, outside = snapshot.take(
+                work.store.txn_dir(txn), touched, work.folders, installed, prefix=prefix
+            )
+            # Counted now, while the live files still hold their names: a saved file
+            # with more than one name is a hard link.
+            size = snapshot.size(work.store.txn_dir(txn), saved)
+    except Exception:
+        # Nothing was changed yet (uv runs only after the snapshot): not interrupted. On a
+        # full disk even this may fail; the snapshot's own error is the one to report
+        # (and a later run finds no snapshot to restore: rollback completes at once).
+        with contextlib.suppress(StoreError):
+            journal.step(State.ROLLED_BACK, error="the snapshot could not be written")
+        raise
+    journal.step(State.SNAPSHOTTED, outside=sorted(outside))
+    try:
+        # uv deletes what a RECORD lists, through symlinks too: entries that lead out of
+        # the environment go from the RECORDs first (the snapshot holds the originals).
+        leaving = (*change.removing, *change.reinstalling)
+        withheld = confine.withhold(leaving, prefix, change.kept)
+        journal.record(withheld=withheld)
+        work.guard.take()
+        _run_uv(work)
+        work.guard.check(after_uv=True)
+        with clock.phase("verify", "rescan" + (" and --verify" if options.verify else "")):
+            verify(plan, change, env, rescan())
+            if options.verify:
+                run_verify(options.verify, prefix)
+    except CudatxError as exc:
+        with clock.phase("rollback"):
+            replaced = roll_back(journal, exc.message)
+        raise RolledBack(
+            f"{exc.message}; the environment was rolled back ({txn}){_said(replaced)}",
+            output=exc.output,
+        ) from None
+    except Exception as exc:
+        # A bug of cudatx's own: the environment still goes back, and the bug is reported
+        # as one (exit 70), not as a failure of the change.
+        roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
+        raise
+    journal.step(State.VERIFIED)
+    # What lies outside is none of rollback's business; a .pyc that Python writes again
+    # later is no change a rollback must refuse over (restoring it is harmless).
+    kept = {p for p in set(touched) - set(outside) if PYCACHE not in p.split(os.sep)}
+    with clock.phase("commit"):
+        after = {p: file_state(p) for p in sorted(kept)}
+        # Held back while the last step is written: once committed, an interrupt is the
+        # shell's again (it arrives when the handlers are back).
+        with _signals_held():
+            journal.step(State.COMMITTED, after=after)
+    arriving_names = {d.name for d in change.staged}
+    return Applied(
+        id=txn,
+        folder=str(work.store.txn_dir(txn)),
+        removed=tuple(Package.of(d) for d in change.removing if d.name not in arriving_names),
+        installed=tuple(map(Package.of, change.staged)),
+        reinstalled=tuple(map(Package.of, change.reinstalling)),
+        seconds=tuple(clock.seconds),
+        snapshot=size,
+    )
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Signalled(BaseException):
+    """SIGINT or SIGTERM during a transaction (a BaseException: no `except Exception` of the
+    code it interrupts may take it for a failure of its own)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.name = signal.Signals(signum).name
+
+
+def _raise(signum: int, frame: object) -> None:
+    raise _Signalled(signum)
+
+
+@contextlib.contextmanager
+def _interrupts_raise() -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM raise _Signalled (in the main thread, where
+    Python runs handlers; elsewhere they are left as they are). uv, run by subprocess.run,
+    is killed and waited for as the exception passes (subprocess.run kills its child on any
+    exception), so its lock is gone before the rollback takes the environment back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {signum: signal.signal(signum, _raise) for signum in _SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (pthread_sigmask) while the block runs; one that came
+    meanwhile is delivered when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _interrupted(journal: JournalWriter, clock: _Clock, sig: _Signalled) -> NoReturn:
+    """SIGINT or SIGTERM during a transaction: it is rolled back, and says so. A second one
+    during that rollback leaves the journal for `cudatx rollback`, and says that."""
+    txn = journal.journal.id
+    reached = {step.state for step in journal.journal.steps}
+    if State.SNAPSHOTTED not in reached:
+        # uv runs only after the snapshot: nothing was changed.
+        with contextlib.suppress(StoreError):
+            journal.step(State.ROLLED_BACK, error=f"interrupted by {sig.name}")
+        raise RolledBack(f"interrupted by {sig.name} before anything was changed ({txn})")
+    try:
+        with _interrupts_raise(), clock.phase("rollback"):
+            replaced = (
+                []
+                if journal.journal.state is State.ROLLED_BACK
+                else roll_back(journal, f"interrupted by {sig.name}")
+            )
+    except _Signalled as again:
+        raise Interrupted(
+            f"interrupted by {sig.name}, then by {again.name} while rolling back: transaction "
+            f"{txn} is left as it stood; run `cudatx rollback` to complete it"
+        ) from None
+    raise RolledBack(
+        f"interrupted by {sig.name}; the environment was rolled back ({txn}){_said(replaced)}"
+    )
 
 
 def _said(replaced: list[str]) -> str:
@@ -331,19 +446,12 @@ class _Guard:
         raise VerificationFailed(f"{said[0]}{more} since cudatx checked it; uv was not run")
 
 
-def _run_uv(
-    journal: JournalWriter,
-    uv: str,
-    prefix: str,
-    change: Change,
-    options: UvOptions,
-    lock: int,
-    clock: _Clock,
-    guard: _Guard,
-) -> None:
+def _run_uv(work: _Work) -> None:
     """uv changes the environment: tied to cudatx (it dies with it) and holding the lock
     with it (a rollback waits until it is gone). Right before each uv, the folders it is
     given are checked again (`guard`)."""
+    journal, uv, clock, guard, lock = work.journal, work.uv, work.clock, work.guard, work.lock
+    prefix, change, options = work.env.target.prefix, work.proposal.change, work.options.uv_options
     ran = False
 
     def run_uv(uv: str, args: list[str]) -> str:
