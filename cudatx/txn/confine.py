@@ -19,7 +19,7 @@ import secrets
 import stat
 from collections.abc import Iterable, Mapping
 
-from cudatx.discover.confinement import listing, listing_rows, withheld_row
+from cudatx.discover.confinement import Folders, listing, listing_rows, withheld_row
 from cudatx.errors import StoreError
 from cudatx.models import Distribution
 from cudatx.txn.beneath import Root, canonical
@@ -70,6 +70,7 @@ def withhold(
     """
     real_prefix = os.path.realpath(prefix)
     withheld: list[str] = []
+    memo = Folders()
     for dist in dists:
         listing_path, base = listing(dist)
         try:
@@ -84,7 +85,7 @@ def withhold(
         dropped: list[str] = []
         shared = (kept or {}).get(dist.name, frozenset())
         for row in rows:
-            reason = withheld_row(base, row, real_prefix)
+            reason = withheld_row(base, row, real_prefix, memo)
             if reason is None and isinstance(row, list) and row and row[0] in shared:
                 reason = "a distribution that stays lists the same bytes"
             if reason is None and isinstance(row, list):

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.support.pure_world import World, run
-from tests.support.txn_world import CONFLICT, INTERRUPTED, STORE, USAGE, assert_same, error
+from tests.support.txn_world import (
+    CONFLICT,
+    INTERRUPTED,
+    STORE,
+    UNREADABLE,
+    USAGE,
+    assert_same,
+    error,
+)
 
 pytestmark = pytest.mark.reliability
 
@@ -121,3 +129,59 @@ def test_rolling_back_a_pruned_transaction_ends_it_as_failed_never_stuck(
     change = run(world, "remove", "other", "--yes", "--ignore-running")
     assert change.returncode not in (INTERRUPTED, STORE), change.stderr
     record_property("outcome", "exit 12 with the reason; journal failed; later changes go on")
+
+
+def test_a_record_of_a_million_rows_is_refused_in_one_line_at_once(
+    world: World, record_property: pytest.RecordProperty
+) -> None:
+    """Issue 23: a RECORD of 10^6 rows (40 MB, under the 64 MiB size limit) took `doctor`
+    20 s and 1 GB and `remove --dry-run` 129 s. Above MAX_RECORD_ROWS every command refuses
+    the environment in one line naming the file and the limit (exit 5), before parsing it;
+    one row under the limit is read as any RECORD."""
+    from cudatx.reading import MAX_RECORD_ROWS
+    from tests.support.big_record import grow_record
+
+    rows = len(world.record.read_text().splitlines())
+    grow_record(world.record, MAX_RECORD_ROWS - rows)  # exactly at the limit: read
+    for args in (("doctor",), ("remove", "pure", "--dry-run")):
+        done = run(world, *args, timeout=120)
+        assert done.returncode in (0, 1), (args, done.stderr)  # a verdict, not a refusal
+    grow_record(world.record, 1_000_000 - MAX_RECORD_ROWS)
+    assert world.record.stat().st_size < 64 << 20
+    for args in (("doctor",), ("remove", "pure", "--dry-run"), ("remove", "pure", "--yes")):
+        done = run(world, *args, timeout=60)
+        assert done.returncode == UNREADABLE, (args, done.stderr)
+        said = error(done)
+        assert str(world.record) in said and f"{MAX_RECORD_ROWS:,}" in said, said
+    record_property("outcome", "at the limit: read; 10^6 rows: exit 5 naming file and limit")
+
+
+def test_withholding_resolves_each_folder_once_not_each_entry(
+    world: World, monkeypatch: pytest.MonkeyPatch, record_property: pytest.RecordProperty
+) -> None:
+    """Work counted, not timed: judging a RECORD's entries (what uv may delete) resolves
+    each folder's realpath once per pass. Before, os.path.realpath ran 4 times an entry,
+    each lstat()ing every part of the path (the 129 s of the 10^6-row dry run)."""
+    from cudatx.discover import confinement
+    from cudatx.scan import scan
+    from tests.support.big_record import grow_record
+
+    grow_record(world.record, 20_000)
+    [pure] = [
+        d
+        for d in scan(os.fspath(world.venv), ld_library_path=None).distributions
+        if d.name == "pure"
+    ]
+    calls = 0
+    real = os.path.realpath
+
+    def counted(path: str | os.PathLike[str]) -> str:
+        nonlocal calls
+        calls += 1
+        return real(path)
+
+    monkeypatch.setattr(confinement.os.path, "realpath", counted)
+    found = confinement.withheld([pure], os.fspath(world.venv))
+    assert found == ()  # none of them is withheld: every one was judged
+    assert calls < 50, f"{calls} realpath calls for 20,000 entries in a few folders"
+    record_property("outcome", f"20,000 entries judged with {calls} realpath calls")

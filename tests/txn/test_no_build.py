@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.builds import runs, sdist_of, tattling_project
+from tests.support.cli import cudatx
 from tests.support.pure_world import World, run
 from tests.support.txn_world import assert_same, error
 
@@ -146,3 +147,19 @@ def test_a_requirements_file_given_to_install_is_read_for_what_it_builds(
     req = os.fspath(world.work / "repo" / "req.txt")
     _refused(run(world, "install", "-r", req, "--dry-run", "--offline"), marker, "-e ./localdir")
     _refused(run(world, "sync", req, "--dry-run", "--offline"), marker, "-e ./localdir")
+
+
+@pytest.mark.parametrize("how", ["-e ./localdir", "name @ file:///localdir"])
+def test_check_requirements_without_an_environment_never_runs_the_checked_code(
+    world: World, sdists: Path, marker: Path, how: str, record_property: pytest.RecordProperty
+) -> None:
+    """The hook in a fresh clone or CI (no --python, no .venv: the check of the file alone,
+    which runs `uv pip compile --no-build`, and uv builds an editable even so): named in one
+    line (exit 16) before uv is asked, the build never run."""
+    from tests.support.pure_world import _how
+
+    path, named = _requirements(world, sdists, marker, how)
+    done = cudatx("check-requirements", "--offline", os.fspath(path), **_how(world, None))
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    _refused(done, marker, named)
+    record_property("outcome", f"no environment, {how}: exit 16 naming it, never built")
