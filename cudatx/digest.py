@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import os
 
+from cudatx.reading import open_regular
+
 _CHUNK = 1 << 20
 
 
@@ -37,9 +39,13 @@ def digest_fd(fd: int, algorithm: str = "sha256") -> bytes:
 
 
 def digest_file(path: str, algorithm: str = "sha256") -> bytes | None:
-    """The digest of the file at `path`; None when it cannot be read or hashed that way."""
+    """The digest of the regular file at `path`; None when it cannot be read or hashed that
+    way. Opened as cudatx.reading opens what someone else wrote: without blocking, and only
+    a regular file, so a FIFO planted at a listed path, or a symlink to /dev/zero, is "cannot
+    be read" at once instead of a hang (open(2) of a FIFO waits for a writer; /dev/zero
+    never ends)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd, _ = open_regular(path)
     except (OSError, ValueError):
         return None
     try:
@@ -54,3 +60,20 @@ def sha256_hex(path: str) -> str | None:
     """Hex sha256 of the file at `path` (the store's spelling); None when unreadable."""
     digest = digest_file(path)
     return None if digest is None else digest.hex()
+
+
+UNREADABLE = "unreadable"  # file_state of something there that is no readable regular file
+
+
+def file_state(path: str) -> str | None:
+    """What stands at `path`, as a transaction compares it before and after: None when
+    nothing does, the hex sha256 of a regular file (through symlinks), else UNREADABLE (a
+    FIFO, a device, a folder, a dangling symlink: read without blocking, never hashed)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError):
+        return UNREADABLE
+    digest = sha256_hex(path)
+    return UNREADABLE if digest is None else digest

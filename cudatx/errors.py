@@ -29,6 +29,8 @@ class ExitCode(IntEnum):
     UV = 13  # uv could not say what it would do, or stage it (resolution, index, network)
     NOTHING_TO_ROLL_BACK = 14  # rollback found no transaction recorded for the environment
     CONDA_OWNED = 15  # the change would act on what conda installed; cudatx applies through uv
+    NEEDS_BUILD = 16  # a requirement can only be had by building it; --allow-build builds it
+    UNSAFE_PATHS = 17  # another user can write the environment, or a folder leads outside it
     DECLINED = 19  # the user answered no at a prompt: nothing was changed (^C stays 130)
     # `cudatx trace`: the command could not be started (the codes shells and env(1) use)
     COMMAND_NOT_EXECUTABLE = 126
@@ -126,6 +128,31 @@ class CondaOwned(CudatxError):
     longer say what is there). The message names the conda command a user would run."""
 
     exit_code = ExitCode.CONDA_OWNED
+
+
+class NeedsBuild(CudatxError):
+    """A requirement can only be had by building it (an sdist, a local folder, an editable, a
+    VCS checkout): building runs its setup.py or build backend, code from whoever wrote it.
+    Nothing builds unless the user passes --allow-build; a dry run and a check never build
+    behind a user's back."""
+
+    exit_code = ExitCode.NEEDS_BUILD
+
+
+def needs_build(what: list[str]) -> str:
+    """The one line NeedsBuild says: what can only be had by building it."""
+    shown = ", ".join(what[:5]) + (f" and {len(what) - 5} more" if len(what) > 5 else "")
+    return one_line(f"{shown} can only be checked by building it: pass --allow-build")
+
+
+class UnsafePaths(CudatxError):
+    """What cudatx would act on is not safely its to act on: another user than the one
+    running cudatx can write the environment or its interpreter (and so swap a folder for a
+    symlink between cudatx's checks and uv's deletions), or a metadata or package folder of
+    what changes is a symlink leading outside the environment. Refused before anything is
+    touched."""
+
+    exit_code = ExitCode.UNSAFE_PATHS
 
 
 class CommandNotFound(CudatxError):

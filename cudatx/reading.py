@@ -18,6 +18,11 @@ MIB = 1 << 20
 # Limits, each far above any real file (torch 2.14's RECORD is about 2 MiB with 15,000 rows;
 # a snapshot manifest of 100,000 files about 30 MiB). README.md lists them ("Reliability").
 MAX_RECORD = 64 * MIB  # RECORD, installed-files.txt
+# Rows of one RECORD (or installed-files.txt): each costs a plan a few objects and lookups,
+# so a million (40 MB of short rows, under MAX_RECORD) took `doctor` 0.9 GB and a dry run
+# 1.4 GB (issue 23). The largest real ones hold tens of thousands (torch 15,000); above
+# this every command refuses the environment, naming the file (UnreadableFile, exit 5).
+MAX_RECORD_ROWS = 250_000
 MAX_METADATA = 16 * MIB  # METADATA, PKG-INFO, INSTALLER, direct_url.json, entry points
 MAX_REQUIREMENTS = 16 * MIB  # requirements files and their -r includes, pyproject, locks
 MAX_STORE = 256 * MIB  # journals and snapshot manifests

@@ -13,11 +13,16 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cudatx.errors import StoreError
+from cudatx.errors import StoreError, UnsafePaths
 from cudatx.reading import MAX_STORE, open_regular, read_fd
 
+if TYPE_CHECKING:
+    from cudatx.models import PythonTarget
+
 PRIVATE = 0o700  # the store holds copies of every file a change touches: its owner's only
+STORE_DIR = ".cudatx"  # the store's folder under the prefix (cudatx.txn.store)
 
 
 def refuse_foreign(path: Path, st: os.stat_result, *, folder: bool) -> None:
@@ -67,3 +72,255 @@ def identity(path: str) -> str:
     except OSError as exc:
         raise StoreError(f"cannot stat {path}: {exc.strerror}", path=path) from None
     return f"{st.st_dev}:{st.st_ino}"
+
+
+# -- Whose environment ---------------------------------------------------------------------
+#
+# A user who can write an environment can swap one of its folders for a symlink between
+# cudatx's checks and uv's deletions (uv deletes through it), or change what its interpreter
+# runs (a pyvenv.cfg `home` pointing at their own standard library). So, as OpenSSH's
+# StrictModes does for ~/.ssh (auth.c, safe_path: refused if owned by someone other than
+# the user or root, or writable by group or others), cudatx changes an environment, and runs
+# its interpreter for anything but asking it about itself, only where no one else can write
+# it. Two deviations, each for a write no other user can make: group write where the group
+# holds no one but the owner (Debian's "Allow harmless group-writability" patch to OpenSSH,
+# for the per-user groups and umask 002 Debian sets up), and a folder with the sticky bit
+# (/tmp: others cannot rename or remove what they do not own in it).
+
+
+def _user(uid: int) -> str:
+    import pwd
+
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _private_group(gid: int, owner: int) -> bool:
+    """Whether group `gid` holds no one but `owner` (as member or as primary group)."""
+    import grp
+    import pwd
+
+    try:
+        name = pwd.getpwuid(owner).pw_name
+        if any(m != name for m in grp.getgrgid(gid).gr_mem):
+            return False
+        return all(p.pw_uid == owner for p in pwd.getpwall() if p.pw_gid == gid)
+    except KeyError:
+        return False
+
+
+def other_writer(st: os.stat_result, uid: int) -> str | None:
+    """Who other than `uid` and root could change what `st` describes (a folder's names, a
+    file's bytes), in words; None when no one."""
+    if stat.S_ISLNK(st.st_mode):
+        return None  # a symlink itself changes only by its folder's names
+    if st.st_uid not in (0, uid):
+        return f"owned by {_user(st.st_uid)}"
+    sticky = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
+    if st.st_mode & stat.S_IWOTH and not sticky:
+        return "writable by every user"
+    if st.st_mode & stat.S_IWGRP and not sticky and not _private_group(st.st_gid, st.st_uid):
+        return f"writable by group {_group(st.st_gid)}"
+    return None
+
+
+def _group(gid: int) -> str:
+    import grp
+
+    try:
+        return f"{gid} ({grp.getgrgid(gid).gr_name})"
+    except KeyError:
+        return str(gid)
+
+
+def _ancestors(path: str) -> list[str]:
+    """`path` and every folder above it, up to /."""
+    out = []
+    path = os.path.abspath(path)
+    while True:
+        out.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            return out
+        path = parent
+
+
+def interpreter_paths(interpreter: str) -> list[str]:
+    """What decides what an interpreter runs: each name on its way to the binary (every
+    symlink followed, with the folders holding each, up to /), the binary, and the
+    environment's pyvenv.cfg (whose `home` says where the standard library is)."""
+    paths: list[str] = []
+    here = os.path.abspath(interpreter)
+    for _ in range(40):  # MAXSYMLINKS
+        paths += _ancestors(os.path.dirname(here))
+        paths += _ancestors(os.path.realpath(os.path.dirname(here)))
+        try:
+            link = os.readlink(here)
+        except OSError:
+            break
+        here = os.path.normpath(os.path.join(os.path.dirname(here), link))
+    paths.append(os.path.realpath(here))
+    folder = os.path.dirname(os.path.abspath(interpreter))
+    for cfg in (
+        os.path.join(folder, "pyvenv.cfg"),
+        os.path.join(os.path.dirname(folder), "pyvenv.cfg"),
+    ):
+        if os.path.lexists(cfg):
+            paths.append(cfg)
+    return list(dict.fromkeys(paths))
+
+
+def environment_paths(prefix: str, sites: tuple[str, ...] | list[str]) -> list[str]:
+    """What a change acts through: the prefix and every folder above it, the folders from
+    the prefix down to each of its site folders, each folder in those (the packages and
+    their metadata), and its bin/."""
+    paths = _ancestors(prefix)
+    inner = os.path.join(os.path.abspath(prefix), "")
+    for site in sites:
+        site = os.path.abspath(site)
+        if not site.startswith(inner):
+            continue  # the system's site folders: a change never writes there
+        paths += [p for p in _ancestors(site) if p.startswith(inner)]
+        try:
+            with os.scandir(site) as entries:
+                paths += [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            pass
+    paths.append(os.path.join(prefix, "bin"))
+    return list(dict.fromkeys(paths))
+
+
+def environment_writers(
+    prefix: str, sites: tuple[str, ...] | list[str], interpreter: str
+) -> list[str]:
+    """other_writers of an environment and of its interpreter."""
+    return other_writers(
+        list(dict.fromkeys([*interpreter_paths(interpreter), *environment_paths(prefix, sites)]))
+    )
+
+
+def target_writers(target: PythonTarget) -> list[str]:
+    """environment_writers of the environment an interpreter answered for."""
+    return environment_writers(target.prefix, target.site_packages, target.python)
+
+
+def refuse_target_writers(target: PythonTarget, *, accepted: bool, what: str) -> None:
+    """refuse_other_writers for the environment an interpreter answered for."""
+    refuse_other_writers(target_writers(target), accepted=accepted, what=what)
+
+
+def other_writers(paths: list[str], uid: int | None = None) -> list[str]:
+    """`PATH (WHO)` for each of `paths` that someone other than `uid` (default: the user
+    cudatx runs as) or root can change; missing paths are skipped."""
+    me = os.geteuid() if uid is None else uid
+    found = []
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        who = other_writer(st, me)
+        if who is not None:
+            found.append(f"{path} ({who})")
+    return found
+
+
+def owner_to_run_as(paths: list[str]) -> tuple[int, int]:
+    """(uid, gid) to run an interpreter others can write as, instead of root: the owner of
+    the first of `paths` someone else owns, else nobody's."""
+    import pwd
+
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid != 0 and not stat.S_ISLNK(st.st_mode):
+            try:
+                return st.st_uid, pwd.getpwuid(st.st_uid).pw_gid
+            except KeyError:
+                return st.st_uid, st.st_gid
+    try:
+        nobody = pwd.getpwnam("nobody")
+        return nobody.pw_uid, nobody.pw_gid
+    except KeyError:
+        return 65534, 65534
+
+
+def refuse_other_writers(found: list[str], *, accepted: bool, what: str) -> None:
+    """Raise UnsafePaths naming the first of `found` (other_writers), unless `accepted`
+    (--allow-other-writers). `what`: what cudatx was about to do, in words."""
+    if not found or accepted:
+        return
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    raise UnsafePaths(
+        f"{found[0]}{more}: another user can write this environment or its interpreter, and "
+        f"could redirect what cudatx {what} (a folder swapped for a symlink); run cudatx as "
+        "that user, or pass --allow-other-writers to accept it",
+        path=found[0],
+    )
+
+
+# -- Transactions left unfinished ----------------------------------------------------------
+#
+# Read here, without pydantic and without taking the lock, by every command that scans: an
+# environment a transaction left half changed must be rolled back before anything is said
+# of it (a doctor that suggests a raw `uv pip install` there, a dry run that says "safe").
+
+# The journal states that end a transaction (cudatx.txn.journal.State.done).
+DONE_STATES = frozenset({"committed", "rolled back", "failed"})
+
+
+def unfinished_transactions(prefix: str) -> list[tuple[str, str]]:
+    """(id, state) of each transaction recorded in the environment's store that did not end,
+    oldest first; none where there is no store. Raises StoreError for a store cudatx did not
+    make or a journal it cannot read (refuse_foreign, read_private)."""
+    import json
+
+    root = Path(prefix) / STORE_DIR
+    transactions = root / "transactions"
+    try:
+        for folder in (root, transactions):
+            refuse_foreign(folder, os.lstat(folder), folder=True)
+        names = sorted(e.name for e in os.scandir(transactions) if not e.name.startswith("."))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StoreError(
+            f"cannot list {transactions}: {exc.strerror}", path=str(transactions)
+        ) from None
+    found = []
+    for name in names:
+        path = transactions / name / "journal.json"
+        try:
+            state = json.loads(read_private(path)).get("state")
+        except FileNotFoundError:
+            continue  # a folder without a journal is no transaction (Store.ids)
+        except (OSError, ValueError, AttributeError, RecursionError):
+            raise StoreError(f"cannot read the journal {path}", path=str(path)) from None
+        if state not in DONE_STATES:
+            found.append((name, str(state)))
+    return found
+
+
+def transaction_running(prefix: str) -> bool:
+    """Whether a cudatx transaction holds the environment's lock now (an flock(2) of the
+    store's lock file, cudatx.txn.store.Store.lock): tried shared and at once, and let go at
+    once, so a reader never stands in a transaction's way for longer than the try."""
+    import errno
+    import fcntl
+
+    path = Path(prefix) / STORE_DIR / "lock"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)  # drops the shared lock with it
+    return False

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cudatx.errors import CudatxError, ExitCode, UsageError
+from cudatx.errors import CudatxError, ExitCode, NeedsBuild, UsageError, needs_build
+
+# cudatx's own word among uv's for where wheels come from: building is allowed. pip_argv
+# turns its absence into uv's `--only-binary :all:`, so nothing builds (runs a setup.py or a build
+# backend) unless the user asked for it.
+ALLOW_BUILD = "--allow-build"
 
 
 @dataclass(frozen=True)
@@ -22,9 +28,12 @@ class UvOptions:
     index_url: str | None = None
     extra_index_urls: tuple[str, ...] = ()
     no_deps: bool = False  # install only what is named (prebuilt extensions, NVIDIA wheels)
+    allow_build: bool = False  # sdists, local folders and VCS checkouts may be built
 
     def args(self) -> list[str]:
         out = ["--offline"] if self.offline else []
+        if self.allow_build:
+            out.append(ALLOW_BUILD)
         if self.no_deps:
             out.append("--no-deps")
         out += [a for link in self.find_links for a in ("--find-links", link)]
@@ -41,10 +50,22 @@ def pip_argv(
     the caller appends what to act on. OPTIONS are the user's (UvOptions, or uv's words for
     them as a requirements file gives them): uv refuses a flag given twice (the staging's
     own --no-deps and the user's), and `uv pip sync` has no --no-deps, since it installs
-    exactly what its files list anyway."""
+    exactly what its files list anyway.
+
+    An install or sync gets `--only-binary :all:` unless OPTIONS hold ALLOW_BUILD: uv then
+    resolves, stages and installs from wheels only ("resolving will not run code", uv's docs
+    for --only-binary and --no-build). It is uv's --no-build for every package, spelled so
+    that a requirements file's own --no-binary or --only-binary may come with it (uv refuses
+    --no-build beside either). uv still builds an editable or a local folder to read its
+    metadata this way (seen with uv 0.13.9: `-e DIR` ran its setup.py twice), so
+    cudatx.planning.building refuses those before uv is asked at all."""
     words = options.args() if isinstance(options, UvOptions) else list(options)
+    build = ALLOW_BUILD in words
+    words = [w for w in words if w != ALLOW_BUILD]
     if command == "sync" or "--no-deps" in flags:
         words = [w for w in words if w != "--no-deps"]
+    if command in ("install", "sync") and not build:
+        flags = (*flags, "--only-binary", ":all:")
     return ["pip", command, "--python", prefix, *flags, *words]
 
 
@@ -107,6 +128,35 @@ def _dies_with(parent: int) -> Callable[[], None]:
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
+# What uv 0.13.9 says when building is off and stops it (crates/uv-resolver's hint "Wheels are
+# required for `X` because building from source is disabled ..." where only an sdist
+# exists; crates/uv-distribution's "Building source distributions is disabled, but
+# attempted to build `X`" when staging one). The first names what the resolution needed.
+_NO_BUILD = re.compile(
+    r"Wheels are required for `(?P<resolved>[^`]+)` because building from source is disabled"
+    r"|Building source distributions (?:for `(?P<for>[^`]+)` )?(?:is|are) disabled"
+    r"(?:, but attempted to build `(?P<built>[^`]+)`)?"
+)
+
+
+_FAILED_TO_BUILD = re.compile(r"Failed to (?:download and build|build|download) `([^`]+)`")
+
+
+def _unbuilt(said: str) -> list[str]:
+    """What uv refused to build under --no-build, as uv names it ("a source distribution"
+    where it names none); empty when that was not why it failed."""
+    names: list[str] = []
+    found = False
+    for match in _NO_BUILD.finditer(said):
+        found = True
+        name = match["resolved"] or match["built"] or match["for"]
+        if name and name not in names:
+            names.append(name)
+    if found and not names:
+        names = list(dict.fromkeys(_FAILED_TO_BUILD.findall(said)))
+    return names or (["a source distribution"] if found else [])
+
+
 def run_uv(
     uv: str, args: Sequence[str], *, tied: bool = False, pass_fds: Sequence[int] = ()
 ) -> str:
@@ -141,5 +191,8 @@ def run_uv(
             last = "; ".join([lines[at], *causes])
         if done.returncode < 0:
             last = f"killed by signal {-done.returncode}"
+        unbuilt = _unbuilt(done.stderr or done.stdout)
+        if unbuilt:
+            raise NeedsBuild(needs_build(unbuilt))
         raise UvFailed(f"uv {' '.join(args[:2])} failed: {last or done.returncode}")
     return done.stdout + done.stderr

@@ -20,6 +20,7 @@ from cudatx import __version__
 from cudatx.errors import CudatxError, ExitCode, one_line
 
 if TYPE_CHECKING:
+    from cudatx.discover.target import Query
     from cudatx.environment import Environment
 
 
@@ -40,13 +41,17 @@ def invocation() -> Invocation:
 
 @contextlib.contextmanager
 def scanned(
-    python: str | None, ld_library_path: str | None, *, echo: bool = True
+    python: str | None, ld_library_path: str | None, *, echo: bool = True, changes: bool = False
 ) -> Iterator[Environment]:
     """The target, scanned with the cache and a progress bar for as long as the command
-    runs; `echo`: say which environment on stderr, as uv does."""
+    runs; `echo`: say which environment on stderr, as uv does. `changes`: the command will
+    change the environment or run its interpreter (uv does): refused where another user can
+    write them, unless --allow-other-writers (cudatx.trust); a command that only reads says
+    so in a warning instead."""
     import time
 
     import cudatx.cli.output as output
+    from cudatx.discover.target import start_query
     from cudatx.progress import Bar, wanted
     from cudatx.scan import scanning
 
@@ -58,8 +63,10 @@ def scanned(
         bar = Bar(stream, colour=output.coloured(err=True))
     started = time.monotonic()
     query = ctx.meta.pop("cudatx.query", None)
-    if ctx.meta.get("cudatx.query_for") != python:
-        query = None  # started for another interpreter than the one chosen since
+    accepted = bool(ctx.meta.get("cudatx.allow_other_writers"))
+    if ctx.meta.get("cudatx.query_for") != python or query is None:
+        # Not started yet, or for another interpreter than the one chosen since.
+        query = start_query(python, accept_writers=accepted)
     try:
         with scanning(
             python,
@@ -75,6 +82,8 @@ def scanned(
                 output.info(
                     f"Using Python {env.target.version} environment at: {env.target.prefix}"
                 )
+            refuse_unfinished(env.target.prefix)
+            _whose(env, query, changes=changes, accepted=accepted)
             cache = env.view.cache
             output.debug(
                 f"scanned {sum(len(p) for p in env.libraries.values())} libraries and "
@@ -89,6 +98,54 @@ def scanned(
     finally:
         if bar is not None:
             bar.finish()
+
+
+def refuse_unfinished(prefix: str) -> None:
+    """Every command that reads an environment first says, as an error whose fix is
+    `cudatx rollback`, that a transaction left it half changed (Interrupted, exit 8): what it
+    would say of a half-changed environment (a doctor's fix, a dry run's "safe") is wrong.
+    One that is running now (it holds the lock) is a warning: what is read may change."""
+    import shlex
+
+    import cudatx.cli.output as output
+    from cudatx.errors import Interrupted, StoreError
+    from cudatx.trust import transaction_running, unfinished_transactions
+
+    try:
+        found = unfinished_transactions(prefix)
+    except StoreError as exc:
+        output.warn(f"cannot tell whether a transaction was left unfinished: {exc.message}")
+        return
+    if not found:
+        return
+    txn, state = found[-1]
+    if transaction_running(prefix):
+        output.warn(f"transaction {txn} is running ({state}): what is read here may change")
+        return
+    raise Interrupted(
+        f"transaction {txn} was interrupted ({state}) and left the environment half changed; "
+        f"run `cudatx rollback --python {shlex.quote(prefix)}` to complete it before anything else"
+    )
+
+
+def _whose(env: Environment, query: Query, *, changes: bool, accepted: bool) -> None:
+    """Refuse a change of an environment others can write (cudatx.trust), or say of one a
+    command only reads that others can write it, and as whom its interpreter ran."""
+    import cudatx.cli.output as output
+    from cudatx.trust import refuse_other_writers, target_writers
+
+    found = target_writers(env.target)
+    if changes:
+        refuse_other_writers(found, accepted=accepted, what="deletes or writes")
+    elif found and not accepted:
+        ran = ""
+        if query.run_as is not None:
+            ran = f"; its interpreter was run as uid {query.run_as[0]}, not as root"
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        output.warn(
+            f"{found[0]}{more}: another user can write this environment{ran}; a change of it "
+            "is refused unless --allow-other-writers"
+        )
 
 
 @click.group(

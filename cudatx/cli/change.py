@@ -14,6 +14,7 @@ from cudatx.cli.options import (
     ChangeRequest,
     F,
     UvSource,
+    allows_other_writers,
     change_options,
     no_deps_option,
     planning,
@@ -88,6 +89,7 @@ def _carry_out(
         ignore_running=request.ignore_running,
         strict_running=request.strict_running,
         force=request.force,
+        allow_other_writers=allows_other_writers(),
         command=invocation().command_line,
         warn=output.warn,
         progress=steps,
@@ -150,7 +152,9 @@ def remove(
     from cudatx.planning.change import propose_removal
 
     require_environment(python)
-    with scanned(python, ld_library_path) as env:
+    # A dry run only reads, unless its repairs stage wheels: uv runs the interpreter.
+    changes = not request.dry_run or request.repair
+    with scanned(python, ld_library_path, changes=changes) as env:
         _refuse_if_interrupted(env, request)
         proposal = propose_removal(env, specs, requirement_files, _planning(request, source))
         words = _command_words("remove", specs, ("-r", requirement_files))
@@ -171,7 +175,8 @@ def _propose_and_carry_out(
     from cudatx.planning.change import propose
 
     require_environment(python)
-    with scanned(python, ld_library_path) as env:
+    # Even a dry run: uv runs the environment's interpreter to resolve.
+    with scanned(python, ld_library_path, changes=True) as env:
         _refuse_if_interrupted(env, request)
         proposal = propose(env, uv_command, args, _planning(request, source), replacing)
         return _carry_out(env, proposal, words, python, request, source)

@@ -111,7 +111,8 @@ def check_requirements(
             fresh=fresh,
             as_json=as_json,
         )
-    with scanned(chosen, ld_library_path, echo=False) as env:
+    # uv runs the environment's interpreter to resolve: refused where others can write it.
+    with scanned(chosen, ld_library_path, echo=False, changes=True) as env:
         checks = [check_file(env, f, how, extras=extras, mode=mode) for f in files]
     if as_json:
         click.echo(render.to_json(checks))

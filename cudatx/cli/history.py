@@ -7,13 +7,19 @@ import sys
 import click
 
 import cudatx.cli.output as output
-from cudatx.cli.options import json_option, python_option
+from cudatx.cli.options import (
+    allows_other_writers,
+    json_option,
+    other_writers_option,
+    python_option,
+)
 from cudatx.errors import UsageError
 
 
 @click.command()
 @click.argument("txn", metavar="[ID]", required=False)
 @python_option
+@other_writers_option
 @click.option("--force", is_flag=True, help="Roll back even where files changed since.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option(
@@ -24,18 +30,21 @@ from cudatx.errors import UsageError
 def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_run: bool) -> int:
     """Put the environment back as it was before transaction ID (default: the latest), from
     the bytes cudatx saved: no network, no package index."""
-    from cudatx.discover.target import find_target, require_environment
+    from cudatx.discover.target import require_environment, start_query
     from cudatx.render.history import would_roll_back
+    from cudatx.trust import refuse_target_writers
     from cudatx.txn.rollback import pending
     from cudatx.txn.rollback import rollback as roll_back
 
     require_environment(python)
-    target = find_target(python)
+    accepted = allows_other_writers()
+    target = start_query(python, accept_writers=accepted).result()
     output.info(f"Using Python {target.version} environment at: {target.prefix}")
     journal = pending(target.prefix, txn)
     if dry_run:
         click.echo(would_roll_back(journal), nl=False)
         return 0
+    refuse_target_writers(target, accepted=accepted, what="restores")
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to roll back")

@@ -41,6 +41,24 @@ def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     return value
 
 
+def other_writers_option(command: F) -> F:
+    """--allow-other-writers: the user accepts an environment or interpreter another user can
+    write (cudatx.trust); kept in the context for the query and the refusals."""
+    return click.option(
+        "--allow-other-writers",
+        is_flag=True,
+        expose_value=False,
+        callback=_remember,
+        help="Change, roll back or run the interpreter of an environment that another user "
+        "can write too [default: refused, as OpenSSH's StrictModes refuses; read-only "
+        "commands run such an interpreter as its owner, never as root].",
+    )(command)
+
+
+def allows_other_writers() -> bool:
+    return bool(click.get_current_context().meta.get("cudatx.allow_other_writers"))
+
+
 def target_options(command: F) -> F:
     """--python, --ld-library-path, --no-cache and --no-progress, for the subcommands that
     replay the loader. The last two reach the scan through the context (cli.app.scanned).
@@ -56,7 +74,8 @@ def target_options(command: F) -> F:
 
         meta = click.get_current_context().meta
         try:
-            meta["cudatx.query"] = start_query(kwargs.get("python"))
+            accept = bool(meta.get("cudatx.allow_other_writers"))
+            meta["cudatx.query"] = start_query(kwargs.get("python"), accept_writers=accept)
             meta["cudatx.query_for"] = kwargs.get("python")
         except CudatxError:
             pass  # said by the scan, if the command scans that interpreter at all
@@ -73,6 +92,7 @@ def target_options(command: F) -> F:
         cast(F, started),
         [
             python_option,
+            other_writers_option,
             click.option(
                 "--ld-library-path",
                 metavar="PATH",
@@ -99,8 +119,9 @@ class UvSource(NamedTuple):
 
 
 def uv_options(command: F) -> F:
-    """--uv, --offline, --find-links, --index-url and --extra-index-url, passed on to every uv
-    that resolves, stages or installs; the command receives them as `source: UvSource`."""
+    """--uv, --offline, --find-links, --index-url, --extra-index-url and --allow-build, passed
+    on to every uv that resolves, stages or installs; the command receives them as
+    `source: UvSource`."""
     run = command
 
     @functools.wraps(run)
@@ -111,12 +132,13 @@ def uv_options(command: F) -> F:
         find_links: tuple[str, ...],
         index_url: str | None,
         extra_index_url: tuple[str, ...],
+        allow_build: bool,
         **kwargs: Any,
     ) -> Any:
         from cudatx.uv import UvOptions  # subprocess and shutil: not for --help
 
         no_deps = bool(kwargs.pop("no_deps", False))  # only where no_deps_option is given
-        options = UvOptions(offline, find_links, index_url, extra_index_url, no_deps)
+        options = UvOptions(offline, find_links, index_url, extra_index_url, no_deps, allow_build)
         return run(*args, source=UvSource(uv, options), **kwargs)
 
     return _apply(
@@ -131,6 +153,13 @@ def uv_options(command: F) -> F:
             ),
             click.option("--index-url", "-i", metavar="URL", default=None, help="Passed to uv."),
             click.option("--extra-index-url", metavar="URL", multiple=True, help="Passed to uv."),
+            click.option(
+                "--allow-build",
+                is_flag=True,
+                help="Let uv build sdists, local folders, editables and VCS checkouts (runs "
+                "their setup.py or build backend) [default: wheels only; what needs a build "
+                "is named and refused].",
+            ),
             click.option(
                 "--uv",
                 metavar="PATH",

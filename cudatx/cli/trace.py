@@ -5,13 +5,20 @@ from __future__ import annotations
 import click
 
 import cudatx.cli.output as output
-from cudatx.cli.options import json_option, python_option
+from cudatx.cli.app import refuse_unfinished
+from cudatx.cli.options import (
+    allows_other_writers,
+    json_option,
+    other_writers_option,
+    python_option,
+)
 from cudatx.errors import UsageError
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[--] CMD [ARGS]...")
 @python_option
+@other_writers_option
 @click.option("--list", "listing", is_flag=True, help="List the records kept for the environment.")
 @click.option(
     "--clear",
@@ -25,7 +32,7 @@ def trace(
     """Run CMD in the environment with the loader reporting (LD_DEBUG), and keep what it
     mapped: plans and doctor then count those loads as `observed`. Exits with CMD's own
     exit code."""
-    from cudatx.discover.target import find_target, require_environment
+    from cudatx.discover.target import require_environment, start_query
     from cudatx.discover.traces import read_traces
     from cudatx.render import trace as render
 
@@ -38,7 +45,7 @@ def trace(
     if not (listing or clear or command):
         raise UsageError("trace needs a command: cudatx trace [--python ENV] -- CMD [ARGS...]")
     require_environment(python)  # a record is written into the environment: never cudatx's own
-    target = find_target(python)
+    target = start_query(python, accept_writers=allows_other_writers()).result()
     if listing:
         traces, _ = read_traces(target.prefix, strict=True)
         if as_json:
@@ -52,9 +59,12 @@ def trace(
         removed = clear_traces(target.prefix, command)
         click.echo(f"Removed {len(removed)} trace record{'s' * (len(removed) != 1)}.")
         return 0
+    from cudatx.trust import refuse_target_writers
     from cudatx.txn.trace import trace as run_traced
 
     output.info(f"Using Python {target.version} environment at: {target.prefix}")
+    refuse_unfinished(target.prefix)
+    refuse_target_writers(target, accepted=allows_other_writers(), what="runs")
     done = run_traced(target, command)
     output.info(render.recorded(done))
     return done.record.exit_code

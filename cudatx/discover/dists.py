@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 from cudatx.cache import file_key, memo
 from cudatx.cache import settled as is_settled
 from cudatx.codec import decode, encode
+from cudatx.errors import UnreadableFile
 from cudatx.models import Distribution, Finding, Frozen, RecordEntry
 from cudatx.names import canonical_name
-from cudatx.reading import MAX_METADATA, MAX_RECORD, read_bounded
+from cudatx.reading import MAX_METADATA, MAX_RECORD, MAX_RECORD_ROWS, read_bounded
 
 if TYPE_CHECKING:
     from email.message import Message  # 7 ms to import; only a cache miss parses headers
@@ -32,9 +33,9 @@ if TYPE_CHECKING:
 def _read_text(path: Path, findings: list[Finding]) -> str | None:
     """A metadata file's text: a regular file only, opened without blocking (a FIFO there
     would hang every command) and at most its limit (cudatx.reading); else a finding."""
-    limit = MAX_RECORD if path.name in ("RECORD", "installed-files.txt") else MAX_METADATA
+    listing = path.name in ("RECORD", "installed-files.txt")
     try:
-        return read_bounded(path, limit).decode("utf-8", errors="replace")
+        data = read_bounded(path, MAX_RECORD if listing else MAX_METADATA)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -42,6 +43,22 @@ def _read_text(path: Path, findings: list[Finding]) -> str | None:
             Finding(kind="unreadable", path=str(path), message=exc.strerror or str(exc))
         )
         return None
+    if listing:
+        refuse_rows(data, path)
+    return data.decode("utf-8", errors="replace")
+
+
+def refuse_rows(data: bytes, path: str | os.PathLike[str]) -> None:
+    """Refuse a RECORD of more rows than cudatx reads (cudatx.reading.MAX_RECORD_ROWS): what
+    every plan and doctor would read of it costs memory and time in proportion. Counted on
+    the bytes (a fraction of a second for 64 MiB), before anything is parsed."""
+    rows = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
+    if rows > MAX_RECORD_ROWS:
+        raise UnreadableFile(
+            f"{os.fspath(path)}: {rows:,} rows, more than the {MAX_RECORD_ROWS:,} cudatx reads "
+            "in one RECORD (docs/reliability.md, Limits)",
+            path=os.fspath(path),
+        )
 
 
 _MAX_SIZE_DIGITS = 20  # 2**64 has 20 digits

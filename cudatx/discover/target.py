@@ -12,10 +12,11 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment, one_line
 from cudatx.reading import MAX_ANSWER
+from cudatx.trust import interpreter_paths, other_writers, owner_to_run_as
 
 if TYPE_CHECKING:
     from cudatx.models import PythonTarget
@@ -227,16 +228,33 @@ class Query:
     prints can pass for it; it is read up to MAX_ANSWER bytes and the JSON depth is bounded
     by Python's recursion limit (a RecursionError is a refusal). The interpreter runs in a
     session of its own, so a timeout kills everything it started (killpg), not only itself:
-    a child that keeps the pipe open cannot make the command wait for ever."""
+    a child that keeps the pipe open cannot make the command wait for ever.
 
-    def __init__(self, interpreter: Path, found_by: str, timeout: float = _QUERY_TIMEOUT_S) -> None:
+    `run_as` (uid, gid): run it as that user rather than as cudatx's own (root), for an
+    interpreter another user can write (cudatx.trust): what it runs, it runs as them."""
+
+    def __init__(
+        self,
+        interpreter: Path,
+        found_by: str,
+        timeout: float = _QUERY_TIMEOUT_S,
+        *,
+        run_as: tuple[int, int] | None = None,
+        writers: tuple[str, ...] = (),
+    ) -> None:
         self.interpreter = interpreter
         self.found_by = found_by
         self.timeout = timeout
+        self.run_as = run_as
+        self.writers = writers  # who else can write the interpreter (cudatx.trust)
         self._started: subprocess.Popen[bytes] | None = None
         self._answer: int | None = None
         self._error: str | None = None
         read, write = os.pipe()
+        as_user: dict[str, Any] = {}
+        if run_as is not None:
+            # Its own groups only, and a working folder it may not be able to read left.
+            as_user = {"user": run_as[0], "group": run_as[1], "extra_groups": [], "cwd": "/"}
         try:
             self._started = subprocess.Popen(
                 [str(interpreter), "-I", "-S", "-c", _QUERY, str(write)],
@@ -245,6 +263,7 @@ class Query:
                 stderr=subprocess.DEVNULL,
                 pass_fds=(write,),
                 start_new_session=True,
+                **as_user,
             )
             self._answer = read
         except OSError as exc:
@@ -322,11 +341,26 @@ class Query:
 
 
 def start_query(
-    python: str | None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+    python: str | None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    *,
+    accept_writers: bool = False,
 ) -> Query:
-    """Find the interpreter as uv does and start asking it (see Query)."""
+    """Find the interpreter as uv does and start asking it (see Query).
+
+    Where another user can write the interpreter (cudatx.trust.other_writers: a binary, a
+    folder on its way, a pyvenv.cfg), root never runs it: it runs as that user (unless
+    `accept_writers`, --allow-other-writers); a change of such an environment is then
+    refused whoever runs cudatx (cudatx.trust.refuse_other_writers)."""
     env = os.environ if environ is None else environ
-    return Query(*locate_interpreter(python, env, cwd or Path.cwd()), timeout=_timeout(env))
+    interpreter, found_by = locate_interpreter(python, env, cwd or Path.cwd())
+    paths = interpreter_paths(str(interpreter))
+    writers = tuple(other_writers(paths))
+    run_as = None
+    if writers and os.geteuid() == 0 and not accept_writers:
+        run_as = owner_to_run_as(paths)
+    return Query(interpreter, found_by, _timeout(env), run_as=run_as, writers=writers)
 
 
 def find_target(

@@ -16,16 +16,18 @@ from dataclasses import dataclass, field, replace
 
 from cudatx.analysis.commands import conda_command
 from cudatx.analysis.ownership import conda_record_of
+from cudatx.discover.confinement import escaping_metadata
 from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
-from cudatx.errors import CondaOwned, NotInEnvironment
+from cudatx.errors import CondaOwned, NotInEnvironment, UnsafePaths
 from cudatx.models import Distribution
+from cudatx.planning import building
 from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
 from cudatx.planning.simulate import kept_entries
 from cudatx.planning.stage import Arrival, ask_uv, stage
-from cudatx.uv import UvFailed, find_uv
+from cudatx.uv import ALLOW_BUILD, UvFailed, find_uv
 
 
 def find_uv_default() -> str:
@@ -77,12 +79,19 @@ class Planning:
     # cudatx.cli.output.waiting); by default nothing is told.
     waiting: Callable[[str], AbstractContextManager[object]] = lambda what: nullcontext()
 
+    @property
+    def allow_build(self) -> bool:
+        """--allow-build: sdists, local folders and VCS checkouts may be built (run)."""
+        return ALLOW_BUILD in self.uv_options
+
 
 def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
     """The planning's options, with repairs staging the reinstalled wheels under `folder`."""
 
     def stage_reinstalls(fixes: tuple[Distribution, ...]) -> tuple[Distribution, ...]:
         wanted = [Arrival(d.name, reinstall_spec(d)) for d in fixes]
+        if not planning.allow_build:
+            building.refuse(building.unbuilt_specs(a.spec for a in wanted))
         prefix, site = env.target.prefix, env.target.install_site
         into = os.path.join(folder, "repair")
         with planning.waiting(f"Staging {_count(len(wanted), 'reinstall')} with uv"):
@@ -131,6 +140,21 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
+def refuse_escaping(dists: Sequence[Distribution], prefix: str) -> None:
+    """Refuse (UnsafePaths) a change to distributions whose metadata folder is a symlink
+    leading outside the environment: uninstalling, saving and rolling back would act on what
+    it leads to (cudatx.discover.confinement.escaping_metadata). Said before anything is
+    touched; the apply says it again under its lock."""
+    found = escaping_metadata(dists, prefix)
+    if found:
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        raise UnsafePaths(
+            f"{found[0]}{more} is a symlink leading outside the environment; cudatx will not "
+            "uninstall through it (replace it with the folder it stands for, or remove it)",
+            path=found[0].split(" -> ")[0],
+        )
+
+
 def _listed(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
@@ -145,6 +169,7 @@ def propose_removal(
     installed is refused (CondaOwned)."""
     chosen = select(env, specs, requirement_files)
     refuse_conda(env, chosen)
+    refuse_escaping(chosen, env.target.prefix)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         plan = plan_change(env, chosen, (), _options(env, planning, folder))
     return _with_repairs(env, plan, Change(chosen))
@@ -161,9 +186,14 @@ def propose(
     `replacing`: SPECs of installed distributions uninstalled in the same transaction (a
     twin that installs the same paths, which would otherwise stay holding the other's
     bytes)."""
+    if not planning.allow_build:
+        # Before uv is asked: uv builds an editable even under --no-build (planning.building).
+        building.refuse(building.unbuilt_args(command, args, env.target.markers))
     uv = planning.uv()
     with planning.waiting(f"Resolving with uv (uv pip {command} --dry-run)"):
         asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options)
+    if not planning.allow_build:
+        building.refuse(building.unbuilt_specs(a.spec for a in asked.arriving))
     removing = list(select(env, replacing, ())) if replacing else []
     refuse_conda(env, removing)
     for name, version in asked.leaving:
@@ -173,6 +203,7 @@ def propose(
         refuse_conda(env, [dist], next((a.spec for a in asked.arriving if a.name == name), ""))
         if dist not in removing:
             removing.append(dist)
+    refuse_escaping(removing, env.target.prefix)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         site = env.target.install_site
         into = os.path.join(folder, "install")

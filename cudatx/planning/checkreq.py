@@ -31,6 +31,7 @@ from cudatx.environment import Environment
 from cudatx.errors import CudatxError
 from cudatx.models import Frozen, PythonTarget
 from cudatx.names import canonical_name
+from cudatx.planning import building
 from cudatx.planning.change import Planning, propose
 from cudatx.planning.conflicts import (
     THIS_CHANGE,
@@ -273,6 +274,10 @@ def check_file(
     if mode == "auto":
         complete = _complete(env, [f for f in (now, before) if f is not None])
         mode = "sync" if complete else "install"
+    if not planning.allow_build:
+        # Named by their lines before uv sees them: a checked repository's own code (an
+        # editable, a local folder, a VCS or sdist URL) must not run on a reviewer's machine.
+        building.refuse(building.unbuilt_pins(now.entries))
     if mode == "install" and not now.entries:
         plan = plan_change(env, (), (), PlanOptions())  # nothing to install: nothing changes
     else:
@@ -375,6 +380,9 @@ def check_conflicts(
     path with different bytes?"""
     now, before = _read(path, target, extras)
     mode = _fresh_mode(mode, now)
+    # uv builds an editable even under --no-build (cudatx.planning.building): named by its
+    # line before uv sees it, as check_file does.
+    building.refuse(building.unbuilt_pins(now.entries))
     conflicts: tuple[Conflict, ...] = ()
     unhashed: tuple[Unhashed, ...] = ()
     records: tuple[WheelRecord, ...] = ()

@@ -10,23 +10,35 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NoReturn
 
-from cudatx.digest import sha256_hex
+from cudatx.digest import file_state
 from cudatx.discover.conda import conda_meta
 from cudatx.discover.dists import installed_state, reinstall_spec
 from cudatx.documents import dump
 from cudatx.environment import Environment
-from cudatx.errors import Busy, CudatxError, InUse, Refused, RolledBack, StoreError
-from cudatx.planning.change import Change, Proposal
+from cudatx.errors import (
+    Busy,
+    CudatxError,
+    Interrupted,
+    InUse,
+    Refused,
+    RolledBack,
+    StoreError,
+    VerificationFailed,
+)
+from cudatx.planning.change import Proposal, refuse_escaping
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
-from cudatx.trust import identity
-from cudatx.txn import confine, running, snapshot
+from cudatx.trust import identity, refuse_target_writers
+from cudatx.txn import beneath, confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
-from cudatx.txn.rollback import refuse_if_interrupted, restore
+from cudatx.txn.rollback import refuse_if_interrupted, roll_back
 from cudatx.txn.store import Store
 from cudatx.txn.touched import PYCACHE, created_folders, uninstalled
 from cudatx.txn.verify import run_verify, verify
@@ -73,6 +85,7 @@ class ApplyOptions:
     ignore_running: bool = False
     strict_running: bool = False  # a process whose maps cannot be read blocks too
     force: bool = False  # apply even an unsafe plan
+    allow_other_writers: bool = False  # change it though another user can write it (trust)
     command: str = ""  # the cudatx command line, for the journal
     warn: Callable[[str], None] = field(default=lambda message: None)  # said, not refused
     progress: Callable[[Phase], None] = _noop  # each phase as it starts and ends
@@ -184,10 +197,14 @@ def apply_change(
             os.path.normpath(p) for p in arriving_files(env.target.install_site, change.staged)
         }
         leaving = (*change.removing, *change.reinstalling)
+        refuse_escaping(leaving, env.target.prefix)  # again, under the lock
+        accepted = options.allow_other_writers
+        refuse_target_writers(env.target, accepted=accepted, what="deletes or writes")
         # Exactly what uv deletes (__pycache__ and emptied folders included), and what
         # arrives: the snapshot saves it all, with the modes of the folders.
         deleted, folders = uninstalled(leaving, env.target.prefix, change.kept)
         touched = sorted(set(deleted) | arriving)
+        guard = _Guard(env.target.prefix, touched, folders)
         _check_running(touched, options)
         txn = store.new_id()
         journal = JournalWriter(
@@ -208,85 +225,246 @@ def apply_change(
             ),
         )
         journal.step(State.STARTED)
-        installed = tuple(
-            {"name": d.name, "version": d.version, "direct_url": d.direct_url}
-            for d in env.distributions
+        work = _Work(
+            env, proposal, options, store, journal, lock, clock, uv, guard, touched, folders
         )
+        with _interrupts_raise():
+            try:
+                return _carry_out(work, rescan)
+            except _Signalled as sig:
+                _interrupted(journal, clock, sig)
+
+
+@dataclass(frozen=True)
+class _Work:
+    """A transaction once its journal is started: what _carry_out needs."""
+
+    env: Environment
+    proposal: Proposal
+    options: ApplyOptions
+    store: Store
+    journal: JournalWriter
+    lock: int
+    clock: _Clock
+    uv: str
+    guard: _Guard
+    touched: list[str]
+    folders: list[str]
+
+
+def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
+    """Snapshot, uv, verify, commit; or roll back on any failure."""
+    env, journal, clock, options = work.env, work.journal, work.clock, work.options
+    plan, change = work.proposal.plan, work.proposal.change
+    txn, prefix, touched = journal.journal.id, env.target.prefix, work.touched
+    installed = tuple(
+        {"name": d.name, "version": d.version, "direct_url": d.direct_url}
+        for d in env.distributions
+    )
+    try:
+        with clock.phase("snapshot", _count(len(touched), "file")):
+            saved, outside = snapshot.take(
+                work.store.txn_dir(txn), touched, work.folders, installed, prefix=prefix
+            )
+            # Counted now, while the live files still hold their names: a saved file
+            # with more than one name is a hard link.
+            size = snapshot.size(work.store.txn_dir(txn), saved)
+    except Exception:
+        # Nothing was changed yet (uv runs only after the snapshot): not interrupted. On a
+        # full disk even this may fail; the snapshot's own error is the one to report
+        # (and a later run finds no snapshot to restore: rollback completes at once).
+        with contextlib.suppress(StoreError):
+            journal.step(State.ROLLED_BACK, error="the snapshot could not be written")
+        raise
+    journal.step(State.SNAPSHOTTED, outside=sorted(outside))
+    try:
+        # uv deletes what a RECORD lists, through symlinks too: entries that lead out of
+        # the environment go from the RECORDs first (the snapshot holds the originals).
+        leaving = (*change.removing, *change.reinstalling)
+        withheld = confine.withhold(leaving, prefix, change.kept)
+        journal.record(withheld=withheld)
+        work.guard.take()
+        _run_uv(work)
+        work.guard.check(after_uv=True)
+        with clock.phase("verify", "rescan" + (" and --verify" if options.verify else "")):
+            verify(plan, change, env, rescan())
+            if options.verify:
+                run_verify(options.verify, prefix)
+    except CudatxError as exc:
+        with clock.phase("rollback"):
+            replaced = roll_back(journal, exc.message)
+        raise RolledBack(
+            f"{exc.message}; the environment was rolled back ({txn}){_said(replaced)}",
+            output=exc.output,
+        ) from None
+    except Exception as exc:
+        # A bug of cudatx's own: the environment still goes back, and the bug is reported
+        # as one (exit 70), not as a failure of the change.
+        roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
+        raise
+    journal.step(State.VERIFIED)
+    # What lies outside is none of rollback's business; a .pyc that Python writes again
+    # later is no change a rollback must refuse over (restoring it is harmless).
+    kept = {p for p in set(touched) - set(outside) if PYCACHE not in p.split(os.sep)}
+    with clock.phase("commit"):
+        after = {p: file_state(p) for p in sorted(kept)}
+        # Held back while the last step is written: once committed, an interrupt is the
+        # shell's again (it arrives when the handlers are back).
+        with _signals_held():
+            journal.step(State.COMMITTED, after=after)
+    arriving_names = {d.name for d in change.staged}
+    return Applied(
+        id=txn,
+        folder=str(work.store.txn_dir(txn)),
+        removed=tuple(Package.of(d) for d in change.removing if d.name not in arriving_names),
+        installed=tuple(map(Package.of, change.staged)),
+        reinstalled=tuple(map(Package.of, change.reinstalling)),
+        seconds=tuple(clock.seconds),
+        snapshot=size,
+    )
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Signalled(BaseException):
+    """SIGINT or SIGTERM during a transaction (a BaseException: no `except Exception` of the
+    code it interrupts may take it for a failure of its own)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.name = signal.Signals(signum).name
+
+
+def _raise(signum: int, frame: object) -> None:
+    raise _Signalled(signum)
+
+
+@contextlib.contextmanager
+def _interrupts_raise() -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM raise _Signalled (in the main thread, where
+    Python runs handlers; elsewhere they are left as they are). uv, run by subprocess.run,
+    is killed and waited for as the exception passes (subprocess.run kills its child on any
+    exception), so its lock is gone before the rollback takes the environment back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {signum: signal.signal(signum, _raise) for signum in _SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (pthread_sigmask) while the block runs; one that came
+    meanwhile is delivered when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _interrupted(journal: JournalWriter, clock: _Clock, sig: _Signalled) -> NoReturn:
+    """SIGINT or SIGTERM during a transaction: it is rolled back, and says so. A second one
+    during that rollback leaves the journal for `cudatx rollback`, and says that."""
+    txn = journal.journal.id
+    reached = {step.state for step in journal.journal.steps}
+    if State.SNAPSHOTTED not in reached:
+        # uv runs only after the snapshot: nothing was changed.
+        with contextlib.suppress(StoreError):
+            journal.step(State.ROLLED_BACK, error=f"interrupted by {sig.name}")
+        raise RolledBack(f"interrupted by {sig.name} before anything was changed ({txn})")
+    try:
+        with _interrupts_raise(), clock.phase("rollback"):
+            replaced = (
+                []
+                if journal.journal.state is State.ROLLED_BACK
+                else roll_back(journal, f"interrupted by {sig.name}")
+            )
+    except _Signalled as again:
+        raise Interrupted(
+            f"interrupted by {sig.name}, then by {again.name} while rolling back: transaction "
+            f"{txn} is left as it stood; run `cudatx rollback` to complete it"
+        ) from None
+    raise RolledBack(
+        f"interrupted by {sig.name}; the environment was rolled back ({txn}){_said(replaced)}"
+    )
+
+
+def _said(replaced: list[str]) -> str:
+    """What a rollback did besides putting files back: symlinks it removed where a folder
+    was when the snapshot was taken (cudatx.txn.snapshot)."""
+    if not replaced:
+        return ""
+    more = f" and {len(replaced) - 1} more" if len(replaced) > 1 else ""
+    return f"; the symlink at {replaced[0]}{more}, put there since, was replaced by its folder"
+
+
+class _Guard:
+    """The folders uv is given, as cudatx saw them: their (device, inode) from the prefix
+    down, checked again right before each uv and once uv is done (cudatx.txn.beneath). A
+    folder swapped for a symlink meanwhile would have uv delete or write through it outside
+    the environment; the apply then rolls back, and never says the change was verified."""
+
+    def __init__(self, prefix: str, touched: list[str], folders: list[str]) -> None:
+        self.prefix = prefix
+        where = {os.path.dirname(p) for p in touched} | set(folders)
+        # Resolved once, here, as beneath.canonical does; a folder leading outside is the
+        # confinement's business (its entries are withheld from uv), not the guard's.
+        rels = (beneath.resolved(f, prefix) for f in sorted(where))
+        self.folders = sorted({r for r in rels if r})
+        self.may_go = {r for r in (beneath.canonical(f, prefix) for f in folders) if r}
+        self.chain: beneath.Chain = {}
+
+    def take(self) -> None:
         try:
-            with clock.phase("snapshot", _count(len(touched), "file")):
-                saved, outside = snapshot.take(
-                    store.txn_dir(txn), touched, folders, installed, prefix=env.target.prefix
-                )
-                # Counted now, while the live files still hold their names: a saved file
-                # with more than one name is a hard link.
-                size = snapshot.size(store.txn_dir(txn), saved)
-        except Exception:
-            # Nothing was changed yet (uv runs only after the snapshot): not interrupted. On a
-            # full disk even this may fail; the snapshot's own error is the one to report
-            # (and a later run finds no snapshot to restore: rollback completes at once).
-            with contextlib.suppress(StoreError):
-                journal.step(State.ROLLED_BACK, error="the snapshot could not be written")
-            raise
-        journal.step(State.SNAPSHOTTED, outside=sorted(outside))
-        try:
-            # uv deletes what a RECORD lists, through symlinks too: entries that lead out of
-            # the environment go from the RECORDs first (the snapshot holds the originals).
-            withheld = confine.withhold(leaving, env.target.prefix, change.kept)
-            journal.record(withheld=withheld)
-            _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock, clock)
-            with clock.phase("verify", "rescan" + (" and --verify" if options.verify else "")):
-                verify(plan, change, env, rescan())
-                if options.verify:
-                    run_verify(options.verify, env.target.prefix)
-        except CudatxError as exc:
-            with clock.phase("rollback"):
-                _roll_back(journal, exc.message)
-            raise RolledBack(
-                f"{exc.message}; the environment was rolled back ({txn})", output=exc.output
+            with beneath.Root(self.prefix) as root:
+                self.chain = beneath.fingerprint(root, self.folders)
+        except OSError as exc:
+            raise VerificationFailed(
+                f"{exc.filename or self.prefix}: {exc.strerror}; uv was not run"
             ) from None
-        except Exception as exc:
-            # A bug of cudatx's own: the environment still goes back, and the bug is reported
-            # as one (exit 70), not as a failure of the change.
-            _roll_back(journal, f"internal error: {type(exc).__name__}: {exc}")
-            raise
-        journal.step(State.VERIFIED)
-        # What lies outside is none of rollback's business; a .pyc that Python writes again
-        # later is no change a rollback must refuse over (restoring it is harmless).
-        kept = {p for p in set(touched) - set(outside) if PYCACHE not in p.split(os.sep)}
-        with clock.phase("commit"):
-            journal.step(State.COMMITTED, after={p: sha256_hex(p) for p in sorted(kept)})
-        arriving_names = {d.name for d in change.staged}
-        return Applied(
-            id=txn,
-            folder=str(store.txn_dir(txn)),
-            removed=tuple(Package.of(d) for d in change.removing if d.name not in arriving_names),
-            installed=tuple(map(Package.of, change.staged)),
-            reinstalled=tuple(map(Package.of, change.reinstalling)),
-            seconds=tuple(clock.seconds),
-            snapshot=size,
-        )
+
+    def check(self, *, after_uv: bool) -> None:
+        said = beneath.moved(self.prefix, self.chain, self.may_go if after_uv else set())
+        if not said:
+            return
+        more = f" (and {len(said) - 1} more)" if len(said) > 1 else ""
+        if after_uv:
+            raise VerificationFailed(
+                f"while uv ran, {said[0]}{more}: uv may have deleted or written through it "
+                "outside the environment; not the folder cudatx checked, so the change is "
+                "not verified"
+            )
+        raise VerificationFailed(f"{said[0]}{more} since cudatx checked it; uv was not run")
 
 
-def _roll_back(journal: JournalWriter, error: str) -> None:
-    journal.step(State.ROLLING_BACK, error=error)
-    restore(journal.store, journal.journal)
-    journal.step(State.ROLLED_BACK)
-
-
-def _run_uv(
-    journal: JournalWriter,
-    uv: str,
-    prefix: str,
-    change: Change,
-    options: UvOptions,
-    lock: int,
-    clock: _Clock,
-) -> None:
+def _run_uv(work: _Work) -> None:
     """uv changes the environment: tied to cudatx (it dies with it) and holding the lock
-    with it (a rollback waits until it is gone)."""
+    with it (a rollback waits until it is gone). Right before each uv, the folders it is
+    given are checked again (`guard`)."""
+    journal, uv, clock, guard, lock = work.journal, work.uv, work.clock, work.guard, work.lock
+    prefix, change, options = work.env.target.prefix, work.proposal.change, work.options.uv_options
+    ran = False
 
     def run_uv(uv: str, args: list[str]) -> str:
-        return run_tied(uv, args, tied=True, pass_fds=(lock,))
+        nonlocal ran
+        guard.check(after_uv=ran)
+        ran = True
+        try:
+            return run_tied(uv, args, tied=True, pass_fds=(lock,))
+        except CudatxError:
+            # uv may fail because a folder was swapped under it (it cannot remove a symlink
+            # as the folder it emptied): that is the cause to say.
+            guard.check(after_uv=True)
+            raise
 
     if change.removing:
         journal.step(State.UNINSTALLING)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import datetime
 import os
 import signal
+import time
 from dataclasses import field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cudatx.documents import dump, load
 from cudatx.models import Distribution, Frozen
+from cudatx.trust import DONE_STATES
 
 if TYPE_CHECKING:
     from cudatx.txn.store import Store
@@ -37,11 +39,14 @@ class State(StrEnum):
     COMMITTED = "committed"
     ROLLING_BACK = "rolling back"
     ROLLED_BACK = "rolled back"
+    # Ended without being rolled back, because it never can be: its snapshot was pruned or
+    # is missing (the journal's `error` says which). The environment is as uv left it.
+    FAILED = "failed"
 
     @property
     def done(self) -> bool:
         """Whether the transaction ended (anything else means it was interrupted)."""
-        return self in (State.COMMITTED, State.ROLLED_BACK)
+        return self.value in DONE_STATES
 
 
 class _Model(Frozen):
@@ -98,9 +103,13 @@ def now() -> str:
 
 def _crash_point(state: State) -> None:
     # Fault injection for the crash tests: die exactly as kill -9 would, after `state`
-    # reached the journal. Never set outside tests.
+    # reached the journal; or wait there (`STATE:SECONDS`), for a signal sent at that
+    # moment. Never set outside tests.
     if os.environ.get("CUDATX_TEST_CRASH_AT") == state.value:
         os.kill(os.getpid(), signal.SIGKILL)
+    at, _, seconds = os.environ.get("CUDATX_TEST_PAUSE_AT", "").partition(":")
+    if at == state.value:
+        time.sleep(float(seconds or 0))
 
 
 class JournalWriter:

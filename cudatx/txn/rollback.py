@@ -7,15 +7,17 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 from dataclasses import replace
 
-from cudatx.digest import sha256_hex
-from cudatx.discover.confinement import inside
+from cudatx.digest import file_state
 from cudatx.discover.dists import scan_distributions
 from cudatx.errors import Conflict, Interrupted, NothingToRollBack, StoreError, UsageError
+from cudatx.models import Distribution
 from cudatx.names import canonical_name
 from cudatx.trust import identity, refuse_foreign
 from cudatx.txn import snapshot
+from cudatx.txn.beneath import Root, canonical, lexical
 from cudatx.txn.journal import Journal, JournalWriter, State, now
 from cudatx.txn.store import Store
 from cudatx.txn.touched import files_of
@@ -49,28 +51,59 @@ def refuse_if_interrupted_at(prefix: str) -> None:
             refuse_if_interrupted(store)
 
 
-def restore(store: Store, journal: Journal) -> None:
-    """Put the environment back as it was before the journal's transaction."""
+class SnapshotGone(StoreError):
+    """The transaction's snapshot was pruned or is missing: it can never be rolled back, so
+    the rollback ends it as failed (State.FAILED, with this reason) rather than leave it
+    interrupted for ever."""
+
+
+def snapshot_of(store: Store, journal: Journal) -> snapshot.Snapshot | None:
+    """The journal's snapshot, or None where none was ever complete (nothing changed: uv
+    runs only after it); SnapshotGone where it was pruned or has gone missing since."""
     txn = journal.id
     if journal.pruned:
-        raise StoreError(f"the snapshot of {txn} was pruned ({journal.pruned}); cannot roll back")
-    same_environment(store, journal)
-    saved = snapshot.load(store.txn_dir(txn))
-    if saved is None:
-        if State.SNAPSHOTTED not in {s.state for s in journal.steps}:
-            return  # no snapshot was ever complete: nothing changed (uv runs only after it)
-        raise StoreError(
-            f"the snapshot of {txn} is missing ({store.txn_dir(txn) / snapshot.SNAPSHOT}); "
-            "nothing was restored"
+        raise SnapshotGone(
+            f"the snapshot of {txn} was pruned ({journal.pruned}); it cannot be rolled back"
         )
+    saved = snapshot.load(store.txn_dir(txn))
+    if saved is None and State.SNAPSHOTTED in {s.state for s in journal.steps}:
+        raise SnapshotGone(
+            f"the snapshot of {txn} is missing ({store.txn_dir(txn) / snapshot.SNAPSHOT}); "
+            "it cannot be rolled back, nothing was restored"
+        )
+    return saved
+
+
+def roll_back(log: JournalWriter, error: str | None = None) -> list[str]:
+    """Roll the journal's transaction back, each step on disk before the next: rolling
+    back, then rolled back; or, where its snapshot is gone, failed with the reason (never
+    left interrupted: no later rollback could end it). `error`: why it is rolled back."""
+    try:
+        snapshot_of(log.store, log.journal)
+    except SnapshotGone as gone:
+        log.step(State.FAILED, error=f"{error}; {gone.message}" if error else gone.message)
+        raise
+    log.step(State.ROLLING_BACK, **({"error": error} if error else {}))
+    replaced = restore(log.store, log.journal)
+    log.step(State.ROLLED_BACK)
+    return replaced
+
+
+def restore(store: Store, journal: Journal) -> list[str]:
+    """Put the environment back as it was before the journal's transaction. Returns the
+    symlinks it removed where the snapshot saw a folder (cudatx.txn.snapshot)."""
+    txn = journal.id
+    same_environment(store, journal)
+    saved = snapshot_of(store, journal)
+    if saved is None:
+        return []
     if (saved.prefix, saved.prefix_id) != (journal.prefix, journal.prefix_id):
         raise StoreError(
             f"the snapshot of {txn} is for {saved.prefix} ({saved.prefix_id}), not for "
             f"{journal.prefix} ({journal.prefix_id}); nothing was restored"
         )
-    real_prefix = os.path.realpath(store.prefix)
     for folder in journal.created_folders:
-        if not inside(folder, real_prefix) or os.path.realpath(folder) == real_prefix:
+        if not lexical(folder, store.prefix):
             raise StoreError(
                 f"the journal of {txn} names a folder outside {store.prefix} ({folder}); "
                 "nothing was restored",
@@ -84,11 +117,12 @@ def restore(store: Store, journal: Journal) -> None:
         raise StoreError(
             f"cannot remove {exc.filename}: {exc.strerror}", path=exc.filename
         ) from None
-    snapshot.write_back(store.txn_dir(txn), saved)
-    for folder in journal.created_folders:
-        # Deepest first; a folder something else has written into since stays.
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
+    replaced = snapshot.write_back(store.txn_dir(txn), saved)
+    with contextlib.suppress(OSError), Root(journal.prefix) as root:
+        for folder in journal.created_folders:
+            # Deepest first; a folder something else has written into since stays.
+            _remove_at(root, lexical(folder, journal.prefix) or "", folder=True)
+    return replaced
 
 
 def same_environment(store: Store, journal: Journal) -> None:
@@ -105,23 +139,65 @@ def same_environment(store: Store, journal: Journal) -> None:
 
 
 def _remove_added(journal: Journal, keep: set[str]) -> None:
-    """Files a reinstall or install wrote that were not there before (not in the snapshot)."""
+    """Files a reinstall or install wrote that were not there before (not in the snapshot),
+    each removed through its folder's descriptor (cudatx.txn.beneath): a folder on the way
+    that is a symlink is never followed, so nothing outside is ever removed."""
     names = journal.changed_names()
     dists, _ = scan_distributions(journal.sites)
-    real_prefix = os.path.realpath(journal.prefix)
+    with Root(journal.prefix) as root:
+        _remove_files_of(root, [d for d in dists if canonical_name(d.name) in names], journal, keep)
+
+
+def _remove_files_of(
+    root: Root, dists: list[Distribution], journal: Journal, keep: set[str]
+) -> None:
     for dist in dists:
-        if canonical_name(dist.name) not in names:
-            continue
+        site = _site_rel(dist.site, journal.prefix)
+        if site is None:
+            continue  # a site folder that leads outside: nothing of it is the environment's
         for path in files_of(dist):
-            # Resolved, not compared as strings: `<prefix>/pkg/escape/x` may lead out through a
-            # symlink, and `<prefix>2/x` starts with the prefix's string too.
-            if path not in keep and os.path.lexists(path) and inside(path, real_prefix):
-                os.unlink(path)
-        if dist.metadata_dir not in keep and os.path.isdir(dist.metadata_dir):
-            for folder, _, files in os.walk(dist.metadata_dir, topdown=False):
-                for name in files:
-                    os.unlink(os.path.join(folder, name))
-                os.rmdir(folder)
+            if path not in keep:
+                rel = _below(site, os.path.relpath(path, dist.site))
+                if rel:
+                    _remove_at(root, rel)
+        if dist.metadata_dir not in keep:
+            rel = _below(site, os.path.relpath(dist.metadata_dir, dist.site))
+            if rel:
+                _remove_tree_at(root, rel)
+
+
+def _site_rel(site: str, prefix: str) -> str | None:
+    """Where a site folder lies below the prefix (resolved once, as beneath.canonical)."""
+    return canonical(site, prefix)
+
+
+def _below(site: str, entry: str) -> str | None:
+    """`entry` (relative to the site folder, `../../../bin/x` too) relative to the prefix;
+    None where it climbs above it."""
+    rel = os.path.normpath(os.path.join(site, entry))
+    return None if rel == "." or rel.startswith("../") or rel == ".." else rel
+
+
+def _remove_at(root: Root, rel: str, *, folder: bool = False) -> None:
+    """unlinkat (rmdir for `folder`) of `rel`, reached without following a symlink; what is
+    not there, or not what was asked (a folder where a file was), is left alone."""
+    found = root.entry(rel) if rel else None
+    if found is None:
+        return  # not there, or a folder on the way is a symlink: what it leads to is not ours
+    parent, name, st = found
+    if folder:
+        if stat.S_ISDIR(st.st_mode):
+            os.rmdir(name, dir_fd=parent)
+    elif not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=parent)
+
+
+def _remove_tree_at(root: Root, rel: str) -> None:
+    """A metadata folder and all in it, through descriptors (shutil.rmtree with dir_fd walks
+    with openat and never follows a symlink); a symlink standing there is left alone."""
+    found = root.entry(rel)
+    if found is not None and stat.S_ISDIR(found[2].st_mode):
+        shutil.rmtree(found[1], dir_fd=found[0])
 
 
 def chosen(store: Store, txn: str | None) -> Journal:
@@ -157,19 +233,22 @@ def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
         txn = journal.id
         if journal.state is State.ROLLED_BACK:
             return txn, "already rolled back"
+        if journal.state is State.FAILED:
+            raise SnapshotGone(f"transaction {txn} cannot be rolled back: {journal.error}")
         same_environment(store, journal)
         if journal.state is State.COMMITTED and not force:
-            changed = [p for p, h in journal.after.items() if sha256_hex(p) != h]
+            changed = [p for p, h in journal.after.items() if file_state(p) != h]
             if changed:
                 raise Conflict(
                     f"{len(changed)} file{'s' * (len(changed) != 1)} changed since transaction "
                     f"{txn} "
                     f"(e.g. {changed[0]}); --force to roll back anyway"
                 )
-        log = JournalWriter(store, journal)
-        log.step(State.ROLLING_BACK)
-        restore(store, log.journal)
-        log.step(State.ROLLED_BACK)
+        replaced = roll_back(JournalWriter(store, journal))
+        if replaced:
+            return txn, f"rolled back (the symlink at {replaced[0]}, put there since, was " + (
+                "replaced by its folder)"
+            )
         return txn, "rolled back"
 
 

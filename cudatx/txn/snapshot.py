@@ -16,6 +16,12 @@ with the live file, so an installer that wrote INTO the live file would change t
 bytes too. uv and pip unlink (or rename over) before writing, which leaves the saved inode
 alone, but nothing is assumed: `restore` checks every saved file against the sha256 taken at
 snapshot time before it touches anything.
+
+The environment's files are reached from the prefix down through folder descriptors, never
+by a path string (cudatx.txn.beneath): where each path lies is decided once, when `take`
+sees it, and a rollback walks that same way without following a symlink. A symlink found
+since where the snapshot saw a folder (put there while uv ran, or before a rollback) is
+removed and the folder made again: nothing is ever written through it.
 """
 
 from __future__ import annotations
@@ -36,12 +42,12 @@ from typing import NamedTuple
 from pydantic import ValidationError
 
 from cudatx.digest import digest_fd
-from cudatx.discover.confinement import inside
 from cudatx.documents import dump, load_json
 from cudatx.errors import StoreError
 from cudatx.models import Frozen
 from cudatx.reading import open_regular
-from cudatx.trust import identity, read_private, refuse_foreign
+from cudatx.trust import read_private, refuse_foreign
+from cudatx.txn.beneath import Root, canonical, is_symlink_error, lexical
 from cudatx.txn.store import fsync_dir, make_private_dir, write_and_sync
 
 SNAPSHOT = "snapshot"
@@ -60,6 +66,7 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # O_EXCL with O_CREAT never follows a symlink at the last component (it fails with EEXIST);
 # O_NOFOLLOW says the same for the reader of this code.
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class SavedFile(Frozen):
@@ -81,6 +88,22 @@ class Snapshot(Frozen):
     created: str
     prefix: str  # the environment; restore refuses to write anywhere that resolves outside it
     prefix_id: str | None = None  # its device:inode when the snapshot was taken
+    # Where a path (of `files`, `folders` or `folder_modes`) lies below the prefix when that
+    # is not what its string says: a folder on its way was a symlink inside the environment
+    # when it was saved (`lib64 -> lib`). Restore walks this way, never resolving again.
+    rels: dict[str, str] = field(default_factory=dict)
+
+    def rel(self, path: str) -> str:
+        """Where `path` lies below the prefix, as the snapshot saw it."""
+        found = self.rels.get(path)
+        if found is None:
+            found = lexical(path, self.prefix)
+        if found is None:
+            raise StoreError(
+                f"snapshot entry {path} is not below {self.prefix}; nothing was restored",
+                path=path,
+            )
+        return found
 
 
 def _digest_fd(fd: int) -> str:
@@ -107,14 +130,14 @@ def _copy_fd(src: int, dst: int) -> None:
             view = view[os.write(dst, view) :]
 
 
-def _copy_in(source: str, target: Path) -> None:
+def _copy_in(parent: int, name: str, path: str, files: int, stored: str) -> None:
     """The copy fallback (what shutil.copy2 does, without following symlinks anywhere)."""
-    src = os.open(source, _READ)
+    src = os.open(name, _READ, dir_fd=parent)
     try:
         st = os.fstat(src)
         if not stat.S_ISREG(st.st_mode):
-            raise StoreError(f"{source} changed while it was being saved", path=source)
-        dst = os.open(target, _CREATE, 0o600)
+            raise StoreError(f"{path} changed while it was being saved", path=path)
+        dst = os.open(stored, _CREATE, 0o600, dir_fd=files)
         try:
             _copy_fd(src, dst)
             # Keep the times, as copy2 does: restore gives them back to the live file, and
@@ -126,20 +149,23 @@ def _copy_in(source: str, target: Path) -> None:
         os.close(src)
 
 
-def _save_regular(path: str, live: os.stat_result, target: Path) -> tuple[str, int]:
-    """Link (or copy) `path` to `target`; fsync it and return (sha256, size) of the saved bytes."""
+def _save_regular(
+    parent: int, name: str, path: str, live: os.stat_result, files: int, stored: str
+) -> tuple[str, int]:
+    """Link (or copy) `name` in folder `parent` to `stored` in `files`; fsync it and return
+    (sha256, size) of the saved bytes."""
     try:
         # follow_symlinks=False: linkat(2) without AT_SYMLINK_FOLLOW, so a file swapped for a
         # symlink since the lstat is linked as the symlink, caught by O_NOFOLLOW below.
-        os.link(path, target, follow_symlinks=False)
+        os.link(name, stored, src_dir_fd=parent, dst_dir_fd=files, follow_symlinks=False)
         linked = True
     except OSError as exc:
         if exc.errno not in _NO_LINK:
             raise
-        _copy_in(path, target)
+        _copy_in(parent, name, path, files, stored)
         linked = False
     try:
-        fd = os.open(target, _READ)
+        fd = os.open(stored, _READ, dir_fd=files)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise StoreError(f"{path} changed while it was being saved", path=path) from None
@@ -200,7 +226,6 @@ def take(
     outside). `txn_dir` is created (0700) if missing; its parent must exist (the store's
     transactions/ folder, which Store.write_journal creates with the journal).
     """
-    real_prefix = os.path.realpath(prefix)
     make_private_dir(txn_dir)
     final = txn_dir / SNAPSHOT
     if os.path.lexists(final):
@@ -214,7 +239,12 @@ def take(
     except OSError as exc:
         raise StoreError(f"cannot prepare {tmp}: {exc.strerror}", path=str(tmp)) from None
     try:
-        return _fill(tmp, txn_dir, paths, folders, installed, prefix, real_prefix)
+        files = os.open(files_dir, _DIR)
+        try:
+            with Root(prefix) as root:
+                return _fill(tmp, txn_dir, files, root, paths, folders, installed)
+        finally:
+            os.close(files)
     except BaseException:
         # Give the space back at once: a full disk is the likeliest reason to get here, and
         # the journal must still be written to say that the transaction ended. Removing the
@@ -227,42 +257,53 @@ def take(
 def _fill(
     tmp: Path,
     txn_dir: Path,
+    files: int,
+    root: Root,
     paths: Iterable[str],
     folders: Iterable[str],
     installed: Iterable[Mapping[str, str | None]],
-    prefix: str,
-    real_prefix: str,
 ) -> tuple[Snapshot, list[str]]:
-    """take's work once snapshot.tmp/ and its files/ exist."""
-    files_dir = tmp / FILES
+    """take's work once snapshot.tmp/ and its files/ exist (`files`: that folder, open)."""
+    prefix = root.prefix
     final = txn_dir / SNAPSHOT
     saved: list[SavedFile] = []
     kept_folders: list[str] = []
     outside: list[str] = []
     seen: set[str] = set()
+    rels: dict[str, str] = {}  # path -> where it lies, for every path saved or kept
     count = 0
     for path in (*paths, *folders):
         if path in seen:
             continue
         seen.add(path)
-        if not inside(path, real_prefix):
+        # Where the path lies is decided here, once, as its folders are now: restore walks
+        # the same way, never through a symlink.
+        rel = canonical(path, prefix)
+        if rel is None:
             outside.append(path)
             continue
+        if not rel:
+            continue  # the prefix itself: never saved, never restored
         try:
-            live = os.lstat(path)
+            parent = root.parent(rel)
+            name = os.path.basename(rel)
+            live = os.stat(name, dir_fd=parent, follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as exc:
+            if is_symlink_error(exc):
+                raise StoreError(f"{path} changed while it was being saved", path=path) from None
             raise StoreError(f"cannot save {path}: {exc.strerror}", path=path) from None
         mode = stat.S_IMODE(live.st_mode)
+        rels[path] = rel
         try:
             if stat.S_ISREG(live.st_mode):
                 stored = str(count)
                 count += 1
-                sha, size = _save_regular(path, live, files_dir / stored)
+                sha, size = _save_regular(parent, name, path, live, files, stored)
                 saved.append(SavedFile(path=path, stored=stored, sha256=sha, mode=mode, size=size))
             elif stat.S_ISLNK(live.st_mode):
-                link = os.readlink(path)
+                link = os.readlink(name, dir_fd=parent)
                 saved.append(
                     SavedFile(
                         path=path, stored=None, sha256=None, mode=mode, size=live.st_size, link=link
@@ -278,27 +319,31 @@ def _fill(
             raise StoreError(f"cannot save {path}: {exc.strerror}", path=path) from None
 
     modes: dict[str, int] = {}
-    inner = os.path.join(prefix, "")
     for path in (*(f.path for f in saved), *kept_folders):
-        folder = path if path in kept_folders else os.path.dirname(path)
-        while folder.startswith(inner) and folder not in modes:
+        rel = rels[path]
+        folder = rel if path in kept_folders else os.path.dirname(rel)
+        while folder:
+            key = os.path.join(prefix, folder)
+            if key in modes:
+                break
             try:
-                modes[folder] = stat.S_IMODE(os.lstat(folder).st_mode)
+                modes[key] = stat.S_IMODE(os.fstat(root.folder(folder)).st_mode)
             except OSError as exc:
-                raise StoreError(f"cannot save {folder}: {exc.strerror}", path=folder) from None
+                raise StoreError(f"cannot save {key}: {exc.strerror}", path=key) from None
             folder = os.path.dirname(folder)
     snapshot = Snapshot(
         files=tuple(saved),
         folders=tuple(kept_folders),
         folder_modes=modes,
-        prefix_id=identity(prefix),
+        prefix_id=root.identity(),
         installed=tuple(dict(entry) for entry in installed),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds"),
         prefix=prefix,
+        rels={p: r for p, r in rels.items() if lexical(p, prefix) != r},
     )
     try:
         _write_new(tmp / MANIFEST, _manifest_bytes(snapshot))
-        fsync_dir(files_dir)
+        os.fsync(files)
         fsync_dir(tmp)
         # The commit point: rename(2) of the folder is atomic, and the fsync of txn_dir after
         # it makes the new name durable (a crash before it leaves snapshot.tmp, never a
@@ -360,11 +405,15 @@ def load(txn_dir: Path) -> Snapshot | None:
         ) from None
 
 
-def _stored_path(txn_dir: Path, saved: SavedFile) -> Path:
+def _stored_name(saved: SavedFile) -> str:
     name = saved.stored
     if name is None or not name or name in (".", "..") or "/" in name or "\0" in name:
         raise StoreError(f"snapshot entry for {saved.path} names no saved file", path=saved.path)
-    return txn_dir / SNAPSHOT / FILES / name
+    return name
+
+
+def _stored_path(txn_dir: Path, saved: SavedFile) -> Path:
+    return txn_dir / SNAPSHOT / FILES / _stored_name(saved)
 
 
 def verify_saved(txn_dir: Path, snapshot: Snapshot) -> None:
@@ -392,47 +441,94 @@ def verify_saved(txn_dir: Path, snapshot: Snapshot) -> None:
             )
 
 
-def _precheck_targets(snapshot: Snapshot) -> None:
+class _Restoring:
+    """One restore's walk: the environment open at its prefix (cudatx.txn.beneath), the
+    store's saved files open, and which folders the snapshot saw (made again where missing,
+    and put back in place of a symlink found there since)."""
+
+    def __init__(self, root: Root, files: int, snapshot: Snapshot) -> None:
+        self.root = root
+        self.files = files
+        self.snapshot = snapshot
+        self.folders = {snapshot.rel(f) for f in (*snapshot.folder_modes, *snapshot.folders)}
+        self.replaced: list[str] = []  # symlinks removed where a folder was
+
+    def _make(self, rel: str) -> int | None:
+        # Private until write_back gives it its saved mode; a folder the snapshot has no mode
+        # for gets the umask's, as makedirs gives.
+        known = os.path.join(self.snapshot.prefix, rel) in self.snapshot.folder_modes
+        return 0o700 if known else None
+
+    def _replace(self, rel: str) -> bool:
+        if rel in self.folders:
+            self.replaced.append(os.path.join(self.snapshot.prefix, rel))
+            return True
+        return False
+
+    def folder(self, rel: str) -> int:
+        return self.root.folder(rel, make=self._make, replace_link=self._replace)
+
+    def parent(self, rel: str) -> int:
+        return self.folder(os.path.dirname(rel))
+
+
+def _open_files(txn_dir: Path) -> int:
+    """The snapshot's files/ folder, open (the store is trusted: cudatx.trust)."""
+    return os.open(txn_dir / SNAPSHOT / FILES, _DIR)
+
+
+def _precheck_targets(root: Root, snapshot: Snapshot) -> None:
     # Everything that would make restore stop half-way is looked for before anything is
-    # touched: a target that resolves outside the environment (a folder replaced by a symlink
-    # since the snapshot), or a folder now standing where a file or symlink must go back.
-    real_prefix = os.path.realpath(snapshot.prefix)
+    # touched: a file, or a symlink the snapshot did not see, standing where a folder must be
+    # (a symlink where it saw one is put back as the folder), or a folder now standing where
+    # a file or symlink must go back.
+    folders = {snapshot.rel(f) for f in (*snapshot.folder_modes, *snapshot.folders)}
     for path in (*(f.path for f in snapshot.files), *snapshot.folders):
-        if not inside(path, real_prefix):
-            raise StoreError(
-                f"cannot restore {path}: it now resolves outside {snapshot.prefix}", path=path
-            )
-    for saved in snapshot.files:
+        rel = snapshot.rel(path)
+        up = os.path.dirname(rel)
         try:
-            st = os.lstat(saved.path)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if stat.S_ISDIR(st.st_mode):
+            root.folder(up)
+        except FileNotFoundError:
+            continue  # made by the restore, with nothing below it yet
+        except OSError as exc:
+            if not is_symlink_error(exc):
+                raise StoreError(f"cannot restore {path}: {exc.strerror}", path=path) from None
+            where = exc.filename if isinstance(exc.filename, str) else path
+            blocker = lexical(where, snapshot.prefix)
+            if exc.strerror == "not a folder" or blocker not in folders:
+                raise StoreError(
+                    f"cannot restore {path}: {where} is {exc.strerror or 'in the way'}",
+                    path=path,
+                ) from None
+            continue  # a symlink where the snapshot saw a folder: replaced, never followed
+    for saved in snapshot.files:
+        st = root.lstat(snapshot.rel(saved.path))
+        if st is not None and stat.S_ISDIR(st.st_mode):
             raise StoreError(
                 f"cannot restore {saved.path}: a folder stands there now", path=saved.path
             )
     for folder in snapshot.folders:
-        if os.path.lexists(folder) and not os.path.isdir(folder):
+        st = root.lstat(snapshot.rel(folder))
+        if st is not None and not (stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             raise StoreError(
                 f"cannot restore folder {folder}: a file stands there now", path=folder
             )
 
 
-def _temp_beside(path: str) -> str:
+def _temp_name(name: str) -> str:
     # A fixed name per target, short enough for NAME_MAX whatever the target's name: a
     # restore that crashed leaves it, and the next restore removes it before reusing it.
-    head, tail = os.path.split(path)
-    return os.path.join(head, f".cudatx-{hashlib.sha256(tail.encode()).hexdigest()[:16]}.tmp")
+    return f".cudatx-{hashlib.sha256(name.encode()).hexdigest()[:16]}.tmp"
 
 
-def _already_back(saved: SavedFile, store_copy: os.stat_result) -> bool:
+def _already_back(parent: int, name: str, saved: SavedFile, store_copy: os.stat_result) -> bool:
     """Whether the live file already holds the saved bytes and mode (uv stopped before it).
 
     Such a file is left alone: it may be one the kernel will not let anyone replace (an
     immutable file, a folder without write access), which is often why uv stopped. A live
     file that is the store's own inode (a hard link uv never broke) is copied out anyway."""
     try:
-        fd = os.open(saved.path, _READ)
+        fd = os.open(name, _READ, dir_fd=parent)
     except OSError:
         return False
     try:
@@ -448,19 +544,24 @@ def _already_back(saved: SavedFile, store_copy: os.stat_result) -> bool:
         os.close(fd)
 
 
-def _put_back_file(txn_dir: Path, saved: SavedFile) -> None:
-    source = _stored_path(txn_dir, saved)
-    if _already_back(saved, os.stat(source, follow_symlinks=False)):
+def _put_back_file(walk: _Restoring, saved: SavedFile) -> None:
+    """Put one saved file back, through its folder's descriptor."""
+    stored = _stored_name(saved)
+    rel = walk.snapshot.rel(saved.path)
+    parent = walk.parent(rel)
+    name = os.path.basename(rel)
+    store_copy = os.stat(stored, dir_fd=walk.files, follow_symlinks=False)
+    if _already_back(parent, name, saved, store_copy):
         return
-    temp = _temp_beside(saved.path)
+    temp = _temp_name(name)
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(temp)  # unlink(2) removes a symlink itself, never what it points to
+        os.unlink(temp, dir_fd=parent)  # unlinkat removes a symlink itself, never its target
     # Copy, never move and never link out of the store: the saved bytes must stay for a
     # second rollback, and a restored file must not share its inode with the store.
-    src = os.open(source, _READ)
+    src = os.open(stored, _READ, dir_fd=walk.files)
     try:
         st = os.fstat(src)
-        dst = os.open(temp, _CREATE, 0o600)
+        dst = os.open(temp, _CREATE, 0o600, dir_fd=parent)
         try:
             _copy_fd(src, dst)
             os.fchmod(dst, saved.mode)  # before the rename: never visible with another mode
@@ -470,136 +571,161 @@ def _put_back_file(txn_dir: Path, saved: SavedFile) -> None:
             os.close(dst)
     finally:
         os.close(src)
-    # rename(2) replaces the target name atomically: readers see the old file or the saved
-    # one, and a symlink at the target is replaced rather than written through.
-    os.replace(temp, saved.path)
+    # renameat(2) in the one folder replaces the target name atomically: readers see the old
+    # file or the saved one, and a symlink at the target is replaced rather than written
+    # through.
+    os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
 
 
-def _put_back_link(saved: SavedFile) -> None:
+def _put_back_link(walk: _Restoring, saved: SavedFile) -> None:
     assert saved.link is not None
-    temp = _temp_beside(saved.path)
+    rel = walk.snapshot.rel(saved.path)
+    parent = walk.parent(rel)
+    name = os.path.basename(rel)
+    temp = _temp_name(name)
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(temp)
-    os.symlink(saved.link, temp)
-    os.replace(temp, saved.path)
-
-
-def _make_folders(folder: str, snapshot: Snapshot) -> None:
-    """os.makedirs(folder), each folder it creates private (0700) until write_back gives it
-    its saved mode. A folder the snapshot has no mode for gets the umask's, as makedirs
-    gives."""
-    missing = []
-    while not os.path.lexists(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
-    for path in reversed(missing):
-        if path in snapshot.folder_modes:
-            os.mkdir(path, 0o700)
-        else:
-            os.mkdir(path)
+        os.unlink(temp, dir_fd=parent)
+    os.symlink(saved.link, temp, dir_fd=parent)
+    os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
 
 
 def _verify_restored(snapshot: Snapshot) -> None:
-    for saved in snapshot.files:
+    """Every restored path read back from a fresh walk of the prefix: what was put back
+    through a folder swapped meanwhile is not where it must be, and is said so."""
+    with Root(snapshot.prefix) as root:
+        for saved in snapshot.files:
+            _verify_one(root, snapshot, saved)
+        for folder in snapshot.folders:
+            st = root.lstat(snapshot.rel(folder))
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                raise StoreError(f"restored folder {folder} is missing", path=folder)
+
+
+def _verify_one(root: Root, snapshot: Snapshot, saved: SavedFile) -> None:
+    rel = snapshot.rel(saved.path)
+    name = os.path.basename(rel)
+    try:
+        parent = root.parent(rel)
         if saved.stored is None:
-            try:
-                ok = os.readlink(saved.path) == saved.link
-            except OSError:
-                ok = False
+            ok = os.readlink(name, dir_fd=parent) == saved.link
             if not ok:
                 raise StoreError(
                     f"restored {saved.path} is not the symlink to {saved.link} it was",
                     path=saved.path,
                 )
-            continue
+            return
+        fd = os.open(name, _READ, dir_fd=parent)
         try:
-            fd = os.open(saved.path, _READ)
-            try:
-                mode = stat.S_IMODE(os.fstat(fd).st_mode)
-                actual = _digest_fd(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise StoreError(
-                f"restored {saved.path} cannot be read back: {exc.strerror}", path=saved.path
-            ) from None
-        if actual != saved.sha256 or mode != saved.mode:
-            raise StoreError(
-                f"restored {saved.path} does not match its snapshot record", path=saved.path
-            )
-    for folder in snapshot.folders:
-        if not os.path.isdir(folder):
-            raise StoreError(f"restored folder {folder} is missing", path=folder)
+            mode = stat.S_IMODE(os.fstat(fd).st_mode)
+            actual = _digest_fd(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise StoreError(
+            f"restored {saved.path} cannot be read back: {exc.strerror}", path=saved.path
+        ) from None
+    if actual != saved.sha256 or mode != saved.mode:
+        raise StoreError(
+            f"restored {saved.path} does not match its snapshot record", path=saved.path
+        )
 
 
 def check(txn_dir: Path, snapshot: Snapshot) -> None:
     """What must hold before anything is written back: every saved file's hash, and every
     target (all or nothing where it can be known beforehand)."""
     verify_saved(txn_dir, snapshot)
-    _precheck_targets(snapshot)
+    try:
+        with Root(snapshot.prefix) as root:
+            _precheck_targets(root, snapshot)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open {snapshot.prefix}: {exc.strerror}", path=snapshot.prefix
+        ) from None
 
 
-def restore(txn_dir: Path, snapshot: Snapshot) -> None:
-    """Check, then put every saved file, symlink and folder back; idempotent."""
+def restore(txn_dir: Path, snapshot: Snapshot) -> list[str]:
+    """Check, then put every saved file, symlink and folder back; idempotent. Returns the
+    symlinks removed where the snapshot saw a folder."""
     check(txn_dir, snapshot)
-    write_back(txn_dir, snapshot)
+    return write_back(txn_dir, snapshot)
 
 
-def write_back(txn_dir: Path, snapshot: Snapshot) -> None:
+def write_back(txn_dir: Path, snapshot: Snapshot) -> list[str]:
     """Put every saved file, symlink and folder back, once `check` passed (callers that
     change the environment in between, removing what a transaction added, check first).
+    Returns the symlinks it removed where the snapshot saw a folder (cudatx.txn.beneath).
 
     Afterwards every restored file is read back and compared with its record. The store
     keeps its copies, so a second restore gives the same tree.
     """
-    touched: set[str] = set()
+    try:
+        files = _open_files(txn_dir)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open the snapshot of {txn_dir.name}: {exc.strerror}", path=str(txn_dir)
+        ) from None
+    try:
+        with Root(snapshot.prefix) as root:
+            walk = _Restoring(root, files, snapshot)
+            _write_all(walk)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open {snapshot.prefix}: {exc.strerror}", path=snapshot.prefix
+        ) from None
+    finally:
+        os.close(files)
+    _verify_restored(snapshot)
+    return walk.replaced
+
+
+def _write_all(walk: _Restoring) -> None:
+    snapshot = walk.snapshot
+    touched: set[str] = set()  # the folders written in
     # Symlinks first, shortest path first: a saved symlink may be a folder name (lib64 ->
     # lib) that files below it go through, as they did when they were saved.
     links = sorted((f for f in snapshot.files if f.stored is None), key=lambda f: f.path)
-    files = [f for f in snapshot.files if f.stored is not None]
     for saved in links:
+        touched.add(os.path.dirname(snapshot.rel(saved.path)))
         try:
-            _make_folders(os.path.dirname(saved.path), snapshot)
-            _put_back_link(saved)
+            _put_back_link(walk, saved)
         except OSError as exc:
             raise StoreError(
                 f"cannot restore {saved.path}: {exc.strerror}", path=saved.path
             ) from None
-        touched.add(os.path.dirname(saved.path))
     for folder in snapshot.folders:
+        touched.add(os.path.dirname(snapshot.rel(folder)))
         try:
-            _make_folders(folder, snapshot)
+            walk.folder(snapshot.rel(folder))
         except OSError as exc:
             raise StoreError(
                 f"cannot restore folder {folder}: {exc.strerror}", path=folder
             ) from None
-        touched.add(os.path.dirname(folder))
-    for saved in files:
+    for saved in snapshot.files:
+        if saved.stored is None:
+            continue
+        touched.add(os.path.dirname(snapshot.rel(saved.path)))
         try:
-            _make_folders(os.path.dirname(saved.path), snapshot)
-            _put_back_file(txn_dir, saved)
+            _put_back_file(walk, saved)
         except OSError as exc:
             raise StoreError(
                 f"cannot restore {saved.path}: {exc.strerror}", path=saved.path
             ) from None
-        touched.add(os.path.dirname(saved.path))
+    # The renames are durable only once their folders are fsync'ed (POSIX; see fsync_dir).
+    for rel in sorted(touched):
+        with contextlib.suppress(OSError):
+            os.fsync(walk.root.folder(rel))
     # The modes last, deepest first: a folder saved read-only (0555) must still take the
     # files restored into it. Every saved folder, not only those made now: a rollback
     # killed after making a folder (0700 until here) left it for this one to finish.
     for folder in sorted(snapshot.folder_modes, key=lambda f: -f.count(os.sep)):
         mode = snapshot.folder_modes[folder]
         try:
-            st = os.lstat(folder)
-            if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
-                os.chmod(folder, mode, follow_symlinks=False)
+            fd = walk.root.folder(snapshot.rel(folder))
+            if stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+                os.fchmod(fd, mode)
         except FileNotFoundError:
             continue
         except OSError as exc:
             raise StoreError(
                 f"cannot restore the mode of {folder}: {exc.strerror}", path=folder
             ) from None
-    # The renames are durable only once their folders are fsync'ed (POSIX; see fsync_dir).
-    for folder in sorted(touched):
-        with contextlib.suppress(OSError):
-            fsync_dir(folder)
-    _verify_restored(snapshot)

@@ -6,18 +6,10 @@ import os
 import stat
 from collections.abc import Iterable, Mapping
 
-from cudatx.discover.confinement import listing, listing_rows, withheld_row
+from cudatx.discover.confinement import Folders, listing, listing_rows, withheld_row
 from cudatx.models import Distribution
 
 PYCACHE = "__pycache__"
-
-
-def files_of(dist: Distribution) -> list[str]:
-    """Every path uninstalling `dist` deletes: its RECORD's, and its metadata folder's."""
-    paths = [os.path.normpath(os.path.join(dist.site, e.path)) for e in dist.records]
-    for folder, _, names in os.walk(dist.metadata_dir):
-        paths += [os.path.join(folder, n) for n in names]
-    return sorted(set(paths))
 
 
 def _isdir(path: str) -> bool:
@@ -25,6 +17,17 @@ def _isdir(path: str) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def files_of(dist: Distribution) -> list[str]:
+    """Every path uninstalling `dist` deletes: its RECORD's, and its metadata folder's (a
+    metadata folder that is a symlink is never walked: what it leads to is not the
+    distribution's)."""
+    paths = [os.path.normpath(os.path.join(dist.site, e.path)) for e in dist.records]
+    if _isdir(dist.metadata_dir):
+        for folder, _, names in os.walk(dist.metadata_dir):
+            paths += [os.path.join(folder, n) for n in names]
+    return sorted(set(paths))
 
 
 def _tree(folder: str, files: set[str], folders: set[str]) -> None:
@@ -52,6 +55,7 @@ def uninstalled(
     files: set[str] = set()
     folders: set[str] = set()
     visited: set[tuple[str, str]] = set()  # (site, folder of a file uv deletes)
+    memo = Folders()
     for dist in dists:
         base = listing(dist)[1]
         try:
@@ -62,7 +66,7 @@ def uninstalled(
         for row in rows:
             if isinstance(row, list) and row and row[0] in shared:
                 continue  # confine.withhold keeps it from uv
-            if isinstance(row, list) and withheld_row(base, row, real_prefix) is None:
+            if isinstance(row, list) and withheld_row(base, row, real_prefix, memo) is None:
                 path = os.path.normpath(os.path.join(base, row[0]))
                 files.add(path)
                 if os.path.lexists(path) and not _isdir(path):
@@ -74,9 +78,14 @@ def uninstalled(
             pycache = os.path.join(folder, PYCACHE)
             if _isdir(pycache):
                 _tree(pycache, files, folders)
-            gone = files | folders
             try:
-                left = [n for n in os.listdir(folder) if os.path.join(folder, n) not in gone]
+                # Looked up in both sets, never their union: a union per folder is quadratic
+                # in a RECORD of many entries (issue 23).
+                left = [
+                    n
+                    for n in os.listdir(folder)
+                    if (p := os.path.join(folder, n)) not in files and p not in folders
+                ]
             except OSError:
                 break
             if left:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .cli import cudatx
+from .cli import HIDDEN, cudatx, start_cudatx
 from .digest import Entry, tree_digest
 from .txn_world import assert_same
 from .venvs import make_venv, site_packages, uv_install
@@ -52,9 +54,10 @@ def build_pure_wheels(out: Path) -> list[Path]:
     ]
 
 
-def install_pure_world(wheels: list[Path], tmp_path: Path) -> World:
-    """A fresh venv of the wheels, a sentinel folder and a work folder under `tmp_path`."""
-    venv = make_venv(tmp_path / "venv")
+def install_pure_world(wheels: list[Path], tmp_path: Path, python: str = sys.executable) -> World:
+    """A fresh venv of the wheels (made with `python`), a sentinel folder and a work folder
+    under `tmp_path`."""
+    venv = make_venv(tmp_path / "venv", python)
     uv_install(venv, wheels)
     sentinel = tmp_path / "sentinel"
     sentinel.mkdir()
@@ -64,23 +67,28 @@ def install_pure_world(wheels: list[Path], tmp_path: Path) -> World:
     return World(venv, site_packages(venv), work, sentinel)
 
 
+def _how(w: World, env: dict[str, str] | None) -> dict[str, Any]:
+    return {
+        "cwd": w.work,
+        "hide": (*HIDDEN, "CUDATX_TEST_*", "UV_*", "PIP_*"),
+        "env": {"UV_CACHE_DIR": os.fspath(w.work / "uv-cache"), "UV_NO_CONFIG": "1", **(env or {})},
+        "stdin": subprocess.DEVNULL,
+    }
+
+
 def run(
     w: World, *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """`python -m cudatx ARGS --python VENV` in the work folder, stdin not a terminal, uv
     with a cache of its own; `env` set over that. No traceback, no internal error."""
-    done = cudatx(
-        *args,
-        "--python",
-        w.venv,
-        cwd=w.work,
-        hide=("VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH", "UV_*", "PIP_*"),
-        env={"UV_CACHE_DIR": os.fspath(w.work / "uv-cache"), "UV_NO_CONFIG": "1", **(env or {})},
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-    )
+    done = cudatx(*args, "--python", w.venv, **_how(w, env), timeout=timeout)
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
     return done
+
+
+def start(w: World, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`run`, left running in the background."""
+    return start_cudatx(*args, "--python", w.venv, **_how(w, env))
 
 
 def rolled_back_to(w: World, before: dict[str, Entry], outside: dict[str, Entry]) -> None:

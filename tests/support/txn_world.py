@@ -61,10 +61,18 @@ STEPS = [
 
 # Exit codes (cudatx/errors.py).
 REFUSED, USAGE, BUSY, INTERRUPTED, IN_USE, ROLLED_BACK, CONFLICT, STORE = 1, 2, 7, 8, 9, 10, 11, 12
+UNREADABLE = 5
 
 # Variables that would pick another environment, change uv's behaviour or inject a crash
 # behind a test's back.
-_HIDDEN = {"VIRTUAL_ENV", "CONDA_PREFIX", "CUDATX_DEBUG", "LD_LIBRARY_PATH", "CUDATX_TEST_CRASH_AT"}
+_HIDDEN = {
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CUDATX_DEBUG",
+    "LD_LIBRARY_PATH",
+    "CUDATX_TEST_CRASH_AT",
+    "CUDATX_TEST_PAUSE_AT",
+}
 
 
 # --------------------------------------------------------------------------------------

@@ -435,7 +435,12 @@ def test_paths_outside_the_prefix_are_not_saved(tmp_path: Path, env: Path) -> No
 
 
 @pytest.mark.reliability
-def test_restore_refuses_a_folder_that_now_leads_outside(tmp_path: Path, env: Path) -> None:
+def test_restore_never_writes_through_a_folder_that_now_leads_outside(
+    tmp_path: Path, env: Path
+) -> None:
+    """A symlink to a folder outside, put where the snapshot saw a folder: the symlink is
+    removed (never followed) and the folder made again; nothing lands outside."""
+    before = tree_digest(env)
     txn_dir, _ = _snap(env)
     saved = load(txn_dir)
     assert saved is not None
@@ -443,9 +448,22 @@ def test_restore_refuses_a_folder_that_now_leads_outside(tmp_path: Path, env: Pa
     elsewhere.mkdir()
     shutil.rmtree(env / "bin")
     (env / "bin").symlink_to(elsewhere)
-    with pytest.raises(StoreError, match="resolves outside"):
-        restore(txn_dir, saved)
+    assert restore(txn_dir, saved) == [str(env / "bin")]
     assert os.listdir(elsewhere) == []
+    assert diff(before, tree_digest(env)) == []
+
+
+@pytest.mark.reliability
+def test_restore_refuses_a_file_standing_where_a_folder_was(env: Path) -> None:
+    txn_dir, _ = _snap(env)
+    saved = load(txn_dir)
+    assert saved is not None
+    shutil.rmtree(env / "bin")
+    (env / "bin").write_text("a file now\n")
+    damaged = tree_digest(env)
+    with pytest.raises(StoreError, match="not a folder"):
+        restore(txn_dir, saved)
+    assert diff(damaged, tree_digest(env)) == []
 
 
 def test_load_without_a_snapshot_and_a_second_take_is_refused(env: Path) -> None:

@@ -91,6 +91,16 @@ def _expand(line: str, environ: Mapping[str, str]) -> str:
     return _VARIABLE.sub(lambda m: environ.get(m.group(1)) or m.group(0), line)
 
 
+# How deep `-r` includes may nest (pip and uv set no limit; 600 chained files made the
+# recursive reader this replaced fail with RecursionError).
+MAX_INCLUDE_DEPTH = 100
+
+
+@dataclass(frozen=True)
+class _Include:
+    path: str  # the included file, joined to the including file's folder
+
+
 @dataclass
 class RequirementsReader:
     markers: Mapping[str, str]
@@ -98,22 +108,46 @@ class RequirementsReader:
     options: list[str] = field(default_factory=list)
 
     def read(self, path: str, text: str, including: tuple[str, ...]) -> None:
+        """Read `path` (its `text`) and, where they are named, its `-r` includes, in order,
+        iteratively: a stack of the files open, at most MAX_INCLUDE_DEPTH deep."""
         chain = (*including, os.path.abspath(path))
-        for number, line in _logical_lines(text):
-            where = f"{path}:{number}"
-            pin: Pin | None = None
-            if line.startswith("-"):
-                pin = self._option(path, number, line, chain)
-            elif _URL.match(line) or line.startswith((".", "/")):
-                pin = self._unnamed(path, number, line, editable=False)
-            else:
-                requirement = parse_requirement_at(line, where)
-                if marker_holds(requirement.marker, {**self.markers, "extra": ""}, where):
-                    pin = make_pin(requirement, source=path, line=number, text=line)
-            if pin is not None:
-                self.entries.append(pin)
+        stack = [(path, iter(_logical_lines(text)), chain)]
+        while stack:
+            path, lines, chain = stack[-1]
+            step = next(lines, None)
+            if step is None:
+                stack.pop()
+                continue
+            number, line = step
+            found = self._line(path, number, line, chain)
+            if isinstance(found, _Include):
+                if len(chain) >= MAX_INCLUDE_DEPTH:
+                    raise UsageError(
+                        f"{path}:{number}: -r {os.path.basename(found.path)}: includes nested "
+                        f"more than {MAX_INCLUDE_DEPTH} files deep"
+                    )
+                text = read_text(found.path)
+                folded = (*chain, os.path.abspath(found.path))
+                stack.append((found.path, iter(_logical_lines(text)), folded))
+            elif found is not None:
+                self.entries.append(found)
 
-    def _option(self, path: str, number: int, line: str, chain: tuple[str, ...]) -> Pin | None:
+    def _line(
+        self, path: str, number: int, line: str, chain: tuple[str, ...]
+    ) -> Pin | _Include | None:
+        where = f"{path}:{number}"
+        if line.startswith("-"):
+            return self._option(path, number, line, chain)
+        if _URL.match(line) or line.startswith((".", "/")):
+            return self._unnamed(path, number, line, editable=False)
+        requirement = parse_requirement_at(line, where)
+        if marker_holds(requirement.marker, {**self.markers, "extra": ""}, where):
+            return make_pin(requirement, source=path, line=number, text=line)
+        return None
+
+    def _option(
+        self, path: str, number: int, line: str, chain: tuple[str, ...]
+    ) -> Pin | _Include | None:
         where = f"{path}:{number}"
         match = _FLAG.match(line)
         flag, value = (match.group(1), match.group(2).strip()) if match else (line, "")
@@ -131,10 +165,10 @@ class RequirementsReader:
             target = os.path.join(folder, value)
             if os.path.abspath(target) in chain:
                 raise UsageError(f"{where}: {flag} {value}: includes itself (a cycle)")
-            self.read(target, read_text(target), chain)
-        elif flag in _EDITABLE:
+            return _Include(target)
+        if flag in _EDITABLE:
             return self._unnamed(path, number, value, editable=True)
-        elif flag in _VALUED:
+        if flag in _VALUED:
             long = _VALUED[flag]
             if long == "--find-links" and not _URL.match(value):
                 local = os.path.join(folder, value)  # as pip: relative to the file, when there
