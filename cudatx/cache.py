@@ -369,6 +369,7 @@ _FINGERPRINTED = (
     "analysis/requirements.py",
     "cache.py",
     "discover/dists.py",
+    "discover/frameworks/",  # every reader, and what they share
     "discover/imports.py",
     "discover/preloads.py",
     "discover/sitewalk.py",
@@ -378,6 +379,7 @@ _FINGERPRINTED = (
     "loader/process.py",
     "models.py",
     "data/cuda_majors.json",
+    "data/frameworks/",
 )
 
 
@@ -389,8 +391,12 @@ def _fingerprint() -> str:
     crc = zlib.crc32(str(SCHEMA).encode())
     package = Path(__file__).parent
     for name in _FINGERPRINTED:
-        try:
-            crc = zlib.crc32((package / name).read_bytes(), crc)
-        except OSError:
-            crc = zlib.crc32(name.encode(), crc)
+        paths = [package / name]
+        if name.endswith("/"):  # a folder: each of its files (a new reader counts too)
+            paths = sorted(p for p in paths[0].glob("*") if p.suffix in (".py", ".json"))
+        for path in paths:
+            try:
+                crc = zlib.crc32(path.read_bytes(), crc)
+            except OSError:
+                crc = zlib.crc32(str(path).encode(), crc)
     return f"{__version__}+{crc:08x}"

@@ -12,6 +12,7 @@ from collections.abc import ItemsView, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cudatx.discover.frameworks.model import FrameworkLoads, Installed
 from cudatx.discover.syspkgs import SystemPackages
 from cudatx.discover.traces import Trace
 from cudatx.elf.system import SystemLoader
@@ -82,6 +83,9 @@ class Environment:
     # here (they are compared by a plan and reported by doctor apart: cudatx.analysis.frameworks).
     frameworks: tuple[FrameworkRun, ...] = ()
     context_loads: tuple[LoadResult, ...] = ()
+    # Every framework that loads by hand found here, with what its reader read of it (or,
+    # `read` False, why it could not: doctor and plans say it is not modelled).
+    framework_reads: tuple[tuple[Installed, FrameworkLoads], ...] = ()
     # name -> the Requires-Dist extras taken as installed (every requirement behind them
     # met when the environment was scanned: cudatx.discover.dists.installed_extras)
     extras: dict[str, tuple[str, ...]] | None = None

@@ -11,16 +11,18 @@ import contextlib
 import dataclasses
 import gc
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudatx.analysis.cuda import file_classifier, torch_cuda
 from cudatx.cache import open_cache
-from cudatx.discover.catalog import Catalog, Framework, FrameworkLoads, RuntimeRoot, load_catalog
+from cudatx.discover.catalog import Catalog, load_catalog
 from cudatx.discover.conda import conda_meta, read_conda_records
 from cudatx.discover.dists import installed_extras, installed_state, scan_distributions
-from cudatx.discover.frameworks import read_framework
+from cudatx.discover.frameworks import find_installed, read_installed
+from cudatx.discover.frameworks.model import FrameworkLoads, Installed, RuntimeRoot
 from cudatx.discover.imports import imports_of
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import flat_libraries, search_folders, walk
@@ -34,12 +36,14 @@ from cudatx.loader.fileview import FileView, Seen
 from cudatx.loader.process import LoadResult, Process
 from cudatx.loader.roots import (
     FrameworkRun,
+    ModuleLocated,
     PackageContext,
     RootLoader,
     locate_hand,
     locate_preloads,
 )
-from cudatx.models import ElfInfo, Finding
+from cudatx.models import Distribution, ElfInfo, Finding
+from cudatx.names import canonical_name
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -108,6 +112,8 @@ def scan(
             known = libraries.setdefault(name, [])
             known += [p for p in listed if p not in known]
     keys = PathKeys()
+    owners = Owners(distributions, keys)
+    installed = _installed_frameworks(target.site_packages, owners, keys, view)
     env = Environment(
         target=target,
         system=system,
@@ -118,14 +124,14 @@ def scan(
         findings=tuple(findings),
         keys=keys,
         view=view,
-        owners=Owners(distributions, keys),
+        owners=owners,
         libraries={name: tuple(paths) for name, paths in libraries.items()},
         roots=tuple(roots),
         base=LoadResult(root=executable.path, ok=True, loaded=(), resolutions=()),
         loads=(),
         contexts=(),
         installed_state=state,
-        extras=installed_extras(distributions, target.markers, _framework_names()),
+        extras=installed_extras(distributions, target.markers, _builds(installed, distributions)),
         system_packages=SystemPackages(keys),
         traces=traces,
     )
@@ -135,11 +141,36 @@ def scan(
         view.end_prefetch()
 
 
-def _framework_names() -> frozenset[str]:
-    """The distributions of the frameworks that load by hand, whose extras count."""
-    return frozenset(
-        name for f in load_catalog().frameworks for name in (f.distribution, *f.companions)
-    )
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _builds(
+    installed: tuple[Installed, ...], distributions: tuple[Distribution, ...]
+) -> frozenset[str]:
+    """The distributions whose extras count (cudatx.discover.dists.installed_extras): the
+    frameworks that load by hand, and those that require one of them (jax-cuda12-plugin
+    requires jax-cuda12-pjrt: its `with-cuda` extra brings the libraries the plugin loads)."""
+    names = {f.distribution for f in installed}
+    out = set(names)
+    for dist in distributions:
+        for requirement in dist.requires:
+            match = _NAME.match(requirement)
+            if match and canonical_name(match.group()) in names:
+                out.add(dist.name)
+                break
+    return frozenset(out)
+
+
+def _installed_frameworks(
+    sites: tuple[str, ...], owners: Owners, keys: PathKeys, view: FileView
+) -> tuple[Installed, ...]:
+    """The frameworks that load by hand installed here (cudatx.discover.frameworks)."""
+
+    def owner_of(path: str) -> str | None:
+        names = owners.get(keys(path), ())
+        return names[0] if names else None
+
+    return find_installed(sites, owner_of, view)
 
 
 def _quiet(what: str, done: int, total: int) -> None:
@@ -222,7 +253,7 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
         major_of,
         _imported_first(env, by_folder, view),
     )
-    runs = _frameworks(env, catalog, view)
+    runs, reads = _frameworks(env, view)
     by_framework = {env.keys(run.path) for run in runs}
     loads = []
     for done, root in enumerate(env.roots):
@@ -231,7 +262,7 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
             loads.append(loader.load(root))
     others: list[LoadResult] = []
     for run in runs:
-        for context in run.framework.contexts:
+        for context in run.contexts:
             if "torch" in context.steps and loader.torch is None:
                 continue  # "after `import torch`" only where torch is installed
             (loads if context.primary else others).append(loader.load_framework(run, context))
@@ -248,73 +279,129 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
         loads=tuple(loads),
         contexts=contexts,
         frameworks=runs,
+        framework_reads=reads,
         context_loads=tuple(others),
         observed=observed,
     )
 
 
-def _frameworks(env: Environment, catalog: Catalog, view: FileView) -> tuple[FrameworkRun, ...]:
-    """The run-time roots of the frameworks installed here (cudatx.discover.frameworks)."""
-    out = []
-    for framework in catalog.frameworks:
-        dist = env.distribution(framework.distribution)
-        if dist is None or not view.is_folder(os.path.join(dist.site, framework.package)):
+def _frameworks(
+    env: Environment, view: FileView
+) -> tuple[tuple[FrameworkRun, ...], tuple[tuple[Installed, FrameworkLoads], ...]]:
+    """The run-time roots of the frameworks installed here (cudatx.discover.frameworks), and
+    what each framework's reader read (or why it could not)."""
+    runs: list[FrameworkRun] = []
+    reads = []
+    for found in _installed_frameworks(env.target.site_packages, env.owners, env.keys, view):
+        loads = read_installed(found, view, view.cache)
+        reads.append((found, loads))
+        if not loads.read:
             continue
-        loads = read_framework(framework, dist.site, dist.version, view.cache, view.real)
         roots = loads.roots
         if loads.by_soname is not None:
-            roots = _pathfinder_roots(env, framework, loads, dist.site, view)
-        source = os.path.join(dist.site, framework.sources[0]) if framework.sources else ""
-        beside = dist.site
+            roots += _module_roots(env, found, loads, view)
+        source = os.path.join(found.site, found.sources[0])
         for root in roots:
-            path = os.path.join(dist.site, root.path)
+            if root.is_module:
+                module = _module_file(env, (root.path,))
+                if module is None:
+                    continue  # a build without it
+                path = module
+            else:
+                path = os.path.join(found.site, root.path)
             if view.probe(path).seen is Seen.MISSING:
-                continue  # a build without it (a CPU build's provider)
-            runtime, optional = framework.runtime.get(os.path.basename(root.path), ((), ()))
+                continue  # a build without it
             located = tuple(
                 (
                     load,
-                    *locate_hand(load, env.target.sys_path, env.target.site_packages, beside, view),
+                    *locate_hand(
+                        load, env.target.sys_path, env.target.site_packages, found.site, view
+                    ),
                 )
                 for load in root.loads
             )
-            out.append(
+            modules = tuple(
+                ModuleLocated(
+                    path=_module_file(env, step.modules),
+                    module=step.modules[0] if step.modules else "",
+                    opens=tuple(_pick(env, names) for names in step.opens),
+                    why=step.why,
+                )
+                for step in root.modules
+            )
+            companions = {
+                owner
+                for m in modules
+                if m.path is not None
+                for owner in env.owners.get(env.keys(m.path), ())
+                if owner != found.distribution
+            }
+            runs.append(
                 FrameworkRun(
-                    framework=framework,
+                    framework=found,
                     loads=loads,
                     root=root,
                     path=path,
                     source=source,
                     located=located,
-                    runtime=runtime,
-                    optional_runtime=optional,
+                    modules=modules,
+                    runtime=tuple(_pick(env, names) for names in root.runtime),
+                    optional_runtime=tuple(_pick(env, names) for names in root.optional_runtime),
+                    first=tuple(os.path.join(found.site, f) for f in root.first),
+                    companions=tuple(sorted(companions)),
                 )
             )
-    return tuple(out)
+    return tuple(runs), tuple(reads)
 
 
-def _pathfinder_roots(
-    env: Environment, framework: Framework, loads: FrameworkLoads, site: str, view: FileView
+def _pick(env: Environment, names: tuple[str, ...]) -> str:
+    """Of names a framework may open for one library (libcudnn.so.9, libcudnn.so.8), the
+    first a RECORD here lists, else the first."""
+    return next((n for n in names if env.owners.listing(n)), names[0])
+
+
+def _module_file(env: Environment, modules: tuple[str, ...]) -> str | None:
+    """The extension module file of the first of these dotted names that is installed (in
+    sys.path order), as Python's import finds it."""
+    for module in modules:
+        folder, _, name = module.replace(".", "/").rpartition("/")
+        for entry in env.target.sys_path:
+            if not entry:
+                continue
+            base = os.path.join(entry, folder)
+            for root in env.roots:
+                if os.path.dirname(root) == base and os.path.basename(root).startswith(name + "."):
+                    return root
+    return None
+
+
+def _module_roots(
+    env: Environment, found: Installed, loads: FrameworkLoads, view: FileView
 ) -> tuple[RuntimeRoot, ...]:
-    """CuPy's extension modules that link a library cuda-pathfinder knows: CuPy has
-    pathfinder load it before importing them (cupy_backends/cuda/libs/__init__.py
-    `__getattr__`; cupy/cuda/__init__.py for cufft; cupy/_environment.py for nvrtc), so each
-    is a root after those loads. A deviation: cudatx takes every such module so, where CuPy
-    names each; a module imported after another one's loads is modelled on its own."""
+    """The framework's extension modules that link a library its table knows (CuPy, through
+    cuda-pathfinder or its own preloads), or one a wheel here ships: each is a root after
+    the loads that provide what it links (cudatx.discover.frameworks.cupy)."""
     table = loads.by_soname or {}
-    dist = env.distribution(framework.distribution)
+    dist = env.distribution(found.distribution)
     tops = {e.path.split("/", 1)[0] for e in dist.records if "/" in e.path} if dist else set()
-    folders = tuple(os.path.join(site, t, "") for t in sorted(tops))
+    folders = tuple(os.path.join(found.site, t, "") for t in sorted(tops))
+    named = {
+        env.keys(path)
+        for root in loads.roots
+        if root.is_module
+        for path in [_module_file(env, (root.path,))]
+        if path is not None
+    }
     out = []
     for root in env.roots:
-        if not root.startswith(folders):
+        if not root.startswith(folders) or env.keys(root) in named:
             continue
         info = view.probe(root).info
-        needs = [n for n in info.needed if n in table] if info is not None else []
-        if not needs:
+        needs = info.needed if info is not None else ()
+        if not any(n in table or n in env.libraries for n in needs):
             continue
-        chained = tuple(dict.fromkeys(load for n in needs for load in table[n]))
-        relative = os.path.relpath(root, site)
+        chained = tuple(dict.fromkeys(load for n in needs for load in table.get(n, ())))
+        relative = os.path.relpath(root, found.site)
         module = relative.split(".", 1)[0].replace("/", ".")
         out.append(RuntimeRoot(path=relative, what=f"module {module}", loads=chained))
     return tuple(out)

@@ -202,20 +202,18 @@ def _verdict(errors: list[Problem], warnings: list[Problem], fixes: tuple[str, .
 
 
 def _framework_notes(env: Environment) -> list[str]:
-    """Where each framework's load list came from, and the contexts its roots load in."""
-    out: dict[str, None] = {}
-    for run in env.frameworks:
-        out.setdefault(f"{run.framework.name} load list: {run.origin}")
+    """Where each framework's load list came from (or that it is not modelled), the
+    contexts its roots load in, and its lazily imported modules that do not load."""
+    out: dict[str, None] = dict.fromkeys(frameworks.read_notes(env))
     by_label: dict[str, list[str]] = defaultdict(list)
-    skipped: dict[str, int] = defaultdict(int)
     for state in frameworks.states(env):
         if state.label.startswith("cupy's module"):
-            skipped[state.context] += 1  # one line per CuPy module would drown the rest
-            continue
+            continue  # one line per CuPy module would drown the rest
         word = "loads" if state.works else f"does not load ({state.failing})"
         by_label[state.label].append(f"{word} {state.context}")
     for label, said in by_label.items():
         out.setdefault(f"{label}: {'; '.join(said)}")
+    out.update(dict.fromkeys(frameworks.unavailable_notes(env)))
     return list(out)
 
 

@@ -43,15 +43,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from cudatx.discover.catalog import (
-    Catalog,
-    Framework,
+from cudatx.discover.catalog import Catalog, LoadList, PreloadEntry, Preloads
+from cudatx.discover.frameworks.model import (
     FrameworkContext,
     FrameworkLoads,
     HandLoad,
-    LoadList,
-    PreloadEntry,
-    Preloads,
+    Installed,
     RuntimeRoot,
 )
 from cudatx.discover.lddebug import DLOPEN, absolute
@@ -94,17 +91,32 @@ skipped; of one that is, but lacks the file, fails)."""
 
 
 @dataclass(frozen=True)
+class ModuleLocated:
+    """A module a framework imports before its root (cudatx.discover.frameworks.model.
+    ModuleStep), as installed: its file (None: none of its names is installed), and the
+    names it then opens by bare name, each picked among its alternatives."""
+
+    path: str | None
+    module: str  # the first of its dotted names, said where none is installed
+    opens: tuple[str, ...]
+    why: str
+
+
+@dataclass(frozen=True)
 class FrameworkRun:
     """One run-time root of a framework, as installed here."""
 
-    framework: Framework
-    loads: FrameworkLoads  # what the framework's source (or the shipped table) says
+    framework: Installed
+    loads: FrameworkLoads  # what the framework's reader read
     root: RuntimeRoot
     path: str  # the root file
     source: str  # the file whose code loads by hand, and then the root
     located: tuple[HandLocated, ...]
+    modules: tuple[ModuleLocated, ...]
     runtime: tuple[str, ...]  # what the root dlopens by name itself
     optional_runtime: tuple[str, ...]
+    first: tuple[str, ...] = ()  # paths the framework loads RTLD_GLOBAL before the root
+    companions: tuple[str, ...] = ()  # distributions of the same build (jax-cuda12-plugin)
 
     @property
     def label(self) -> str:
@@ -115,6 +127,21 @@ class FrameworkRun:
     def origin(self) -> str:
         return self.loads.origin
 
+    @property
+    def contexts(self) -> tuple[FrameworkContext, ...]:
+        return self.loads.contexts
+
+
+def _first_match(view: FileView, folder: str, names: tuple[str, ...]) -> str | None:
+    """The first of `names` in `folder`; a name with a glob character is its first match in
+    sorted order (cuda-pathfinder sorts its glob)."""
+    for name in names:
+        path = os.path.join(folder, name)
+        found = sorted(view.glob(path)) if any(c in name for c in "*?[") else view.glob(path)
+        if found:
+            return found[0]
+    return None
+
 
 def locate_hand(
     load: HandLoad,
@@ -123,7 +150,8 @@ def locate_hand(
     beside: str,
     view: FileView,
 ) -> tuple[str | None, bool]:
-    """Where the framework's own search finds `load` (cudatx.discover.catalog.HandLoad)."""
+    """Where the framework's own search finds `load` (cudatx.discover.frameworks.model.
+    HandLoad), and whether it searched a place that exists."""
     if load.search == "package":
         # JAX's _load: importlib.import_module("nvidia.<module>").__path__[0], the first
         # sys.path entry holding the package's folder; only there.
@@ -132,22 +160,18 @@ def locate_hand(
             entry = next((e for e in sys_path if view.is_folder(os.path.join(e, package))), None)
             if entry is None:
                 continue
-            for name in load.names:
-                path = os.path.join(entry, folder, name)
-                if view.glob(path):
-                    return path, True
-            return None, True
+            return _first_match(view, os.path.join(entry, folder), load.names), True
         return None, False
     # "beside": onnxruntime's `<package>/..`; "site": cuda-pathfinder's
-    # find_sub_dirs_all_sitepackages, folder by folder, then site folder by site folder.
-    bases = (beside,) if load.search == "beside" else site_packages
+    # find_sub_dirs_all_sitepackages, folder by folder, then site folder by site folder;
+    # "path": each folder as it is (relative: to the framework's site folder).
+    bases = site_packages if load.search == "site" else (beside,)
     for folder in load.folders:
         for base in bases:
-            for name in load.names:
-                path = os.path.join(base, folder, name)
-                if view.glob(path):
-                    return path, True
-    return None, True
+            found = _first_match(view, os.path.join(base, folder), load.names)
+            if found is not None:
+                return found, True
+    return None, load.search != "site"
 
 
 def locate_preloads(
@@ -230,6 +254,17 @@ def _attempt(
     return [head], failed
 
 
+def _no_module(module: ModuleLocated, run: FrameworkRun) -> Resolution:
+    return Resolution(
+        name=module.module,
+        needed_by=run.source,
+        root=run.path,
+        status=Status.NOT_FOUND,
+        evidence=Evidence.IMPORT,
+        detail=f"no module {module.module} is installed ({module.why} needs it)",
+    )
+
+
 def _unfound(pattern: str, context: PackageContext, root: str) -> Resolution:
     return Resolution(
         name=pattern,
@@ -269,9 +304,10 @@ class RootLoader:
 
     def load_framework(self, run: FrameworkRun, context: FrameworkContext) -> LoadResult:
         """`run`'s root in a process of `context`: its steps (`import torch`; the
-        framework's own hand loads), then the root by path, then what it loads at run time.
-        It loads when every import, DT_NEEDED and the root's own run-time load is met and
-        no required hand load failed."""
+        framework's own hand loads), the modules it imports first and what it opens through
+        them (JAX's version check), then the root by path, then what it loads at run time.
+        It loads when every import, DT_NEEDED, required open and the root's own run-time
+        load is met and no required hand load failed."""
         process = self.base.fork()
         start = len(process.objects)
         caller = process.find(self.caller) or process.main
@@ -284,6 +320,30 @@ class RootLoader:
                 out += process.dlopen(self.torch.module, caller, root=root).resolutions
             elif step == "preloads":
                 fatal |= self._hand(process, caller, run, out)
+        for path in run.first if not fatal else ():
+            first, failure = self._by_hand(process, path, caller, root, run.source)
+            out += first
+            fatal |= failure is not None
+        required: set[str] = {root}  # objects whose run-time loads must succeed
+        for module in run.modules if not fatal else ():
+            if module.path is None:
+                if module.opens:  # JAX: `assert cuda_versions is not None`
+                    out.append(_no_module(module, run))
+                    fatal = True
+                continue
+            done = process.dlopen(module.path, caller, root=root, needed_by=run.source)
+            out += done.resolutions
+            obj = process.find(module.path)
+            if not done.ok or obj is None:
+                fatal = True
+                continue
+            required.add(module.path)
+            for name in module.opens:
+                loaded, failure = _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)
+                out += loaded
+                if failure is not None:
+                    fatal = True  # "Unable to load cuDNN. Is it installed?"
+                    break
         if not fatal:
             done = process.dlopen(root, caller, root=root, needed_by=run.source)
             out += done.resolutions
@@ -302,7 +362,7 @@ class RootLoader:
             r.status in (Status.RESOLVED, Status.SYSTEM)
             for r in out
             if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
-            or (r.evidence is Evidence.DLOPEN and r.needed_by == root)
+            or (r.evidence is Evidence.DLOPEN and r.needed_by in required)
         )
         return LoadResult(
             root=root,
@@ -321,7 +381,9 @@ class RootLoader:
         for load, found, searched in run.located:
             if load.reuse_loaded:
                 # load_nvidia_dynamic_lib: check_if_already_loaded_from_elsewhere.
-                have = next((n for n in load.names for o in process.objects if n in o.names), None)
+                have = next(
+                    (n for n in load.sonames for o in process.objects if o.answers_to(n)), None
+                )
                 if have is not None:
                     out += self._by_hand(process, have, caller, run.path, run.source)[0]
                     continue
@@ -333,7 +395,7 @@ class RootLoader:
                 continue
             failed: list[Resolution] = []
             if load.by_name:
-                for name in load.names:
+                for name in load.sonames:
                     done, failure = self._by_hand(process, name, caller, run.path, run.source)
                     if failure is None:
                         out += done
@@ -344,7 +406,7 @@ class RootLoader:
                     # tries libcurand.so.11 before the libcurand.so.10 CuPy's module needs).
                     info = self.view.probe(run.path).info
                     linked = set(info.needed) if info is not None else set()
-                    said = next((n for n in load.names if n in linked), None)
+                    said = next((n for n in load.sonames if n in linked), None)
                     pick = next(
                         (r for r in failed if r.name == said), failed[0] if failed else None
                     )
