@@ -22,7 +22,7 @@ from cudatx.discover.catalog import Catalog, load_catalog
 from cudatx.discover.conda import conda_meta, read_conda_records
 from cudatx.discover.dists import installed_extras, installed_state, scan_distributions
 from cudatx.discover.frameworks import find_installed, read_installed
-from cudatx.discover.frameworks.model import FrameworkLoads, Installed, RuntimeRoot
+from cudatx.discover.frameworks.model import FrameworkLoads, Installed, Open, RuntimeRoot
 from cudatx.discover.imports import imports_of
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import flat_libraries, search_folders, walk
@@ -314,7 +314,7 @@ def _frameworks(
             located = tuple(
                 (
                     load,
-                    *locate_hand(
+                    locate_hand(
                         load, env.target.sys_path, env.target.site_packages, found.site, view
                     ),
                 )
@@ -354,10 +354,12 @@ def _frameworks(
     return tuple(runs), tuple(reads)
 
 
-def _pick(env: Environment, names: tuple[str, ...]) -> str:
-    """Of names a framework may open for one library (libcudnn.so.9, libcudnn.so.8), the
-    first a RECORD here lists, else the first."""
-    return next((n for n in names if env.owners.listing(n)), names[0])
+def _pick(env: Environment, opened: Open) -> tuple[str, ...]:
+    """The names a framework opens for one library, in the order it tries them: of the
+    names its build may open (libcudnn.so.9, libcudnn.so.8), the first a RECORD here lists,
+    else the first; then its fallbacks."""
+    build = next((n for n in opened.build if env.owners.listing(n)), opened.build[0])
+    return (build, *opened.then)
 
 
 def _module_file(env: Environment, modules: tuple[str, ...]) -> str | None:

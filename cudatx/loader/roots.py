@@ -84,10 +84,8 @@ class PackageContext:
         return self.preloads.origin
 
 
-HandLocated = tuple[HandLoad, str | None, bool]
-"""A framework's hand load, the file its search finds (None: none), and whether the place it
-searches exists (JAX's `nvidia.<module>` imports: a load of a module that is not installed is
-skipped; of one that is, but lacks the file, fails)."""
+HandLocated = tuple[HandLoad, str | None]
+"""A framework's hand load and the file its search finds (None: none)."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,7 @@ class ModuleLocated:
 
     path: str | None
     module: str  # the first of its dotted names, said where none is installed
-    opens: tuple[str, ...]
+    opens: tuple[tuple[str, ...], ...]  # per library, the names tried in order
     why: str
 
 
@@ -113,8 +111,8 @@ class FrameworkRun:
     source: str  # the file whose code loads by hand, and then the root
     located: tuple[HandLocated, ...]
     modules: tuple[ModuleLocated, ...]
-    runtime: tuple[str, ...]  # what the root dlopens by name itself
-    optional_runtime: tuple[str, ...]
+    runtime: tuple[tuple[str, ...], ...]  # what the root dlopens by name itself
+    optional_runtime: tuple[tuple[str, ...], ...]
     first: tuple[str, ...] = ()  # paths the framework loads RTLD_GLOBAL before the root
     companions: tuple[str, ...] = ()  # distributions of the same build (jax-cuda12-plugin)
 
@@ -149,9 +147,9 @@ def locate_hand(
     site_packages: tuple[str, ...],
     beside: str,
     view: FileView,
-) -> tuple[str | None, bool]:
+) -> str | None:
     """Where the framework's own search finds `load` (cudatx.discover.frameworks.model.
-    HandLoad), and whether it searched a place that exists."""
+    HandLoad)."""
     if load.search == "package":
         # JAX's _load: importlib.import_module("nvidia.<module>").__path__[0], the first
         # sys.path entry holding the package's folder; only there.
@@ -160,8 +158,8 @@ def locate_hand(
             entry = next((e for e in sys_path if view.is_folder(os.path.join(e, package))), None)
             if entry is None:
                 continue
-            return _first_match(view, os.path.join(entry, folder), load.names), True
-        return None, False
+            return _first_match(view, os.path.join(entry, folder), load.names)
+        return None
     # "beside": onnxruntime's `<package>/..`; "site": cuda-pathfinder's
     # find_sub_dirs_all_sitepackages, folder by folder, then site folder by site folder;
     # "path": each folder as it is (relative: to the framework's site folder).
@@ -170,8 +168,8 @@ def locate_hand(
         for base in bases:
             found = _first_match(view, os.path.join(base, folder), load.names)
             if found is not None:
-                return found, True
-    return None, load.search != "site"
+                return found
+    return None
 
 
 def locate_preloads(
@@ -252,6 +250,20 @@ def _attempt(
             missing=failed.missing,
         )
     return [head], failed
+
+
+def _open(
+    process: Process, names: tuple[str, ...], caller: Loaded, root: str
+) -> tuple[list[Resolution], Resolution | None]:
+    """dlopen of each name in turn from `caller`'s code, until one loads; where none does,
+    the first one's failure (the name the library was built for)."""
+    first: tuple[list[Resolution], Resolution | None] | None = None
+    for name in names:
+        done = _attempt(process, name, caller, root=root, evidence=Evidence.DLOPEN)
+        if done[1] is None:
+            return done
+        first = first or done
+    return first if first is not None else ([], None)
 
 
 def _no_module(module: ModuleLocated, run: FrameworkRun) -> Resolution:
@@ -338,8 +350,8 @@ class RootLoader:
                 fatal = True
                 continue
             required.add(module.path)
-            for name in module.opens:
-                loaded, failure = _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)
+            for names in module.opens:
+                loaded, failure = _open(process, names, obj, root)
                 out += loaded
                 if failure is not None:
                     fatal = True  # "Unable to load cuDNN. Is it installed?"
@@ -349,12 +361,10 @@ class RootLoader:
             out += done.resolutions
             obj = process.find(root)
             if done.ok and obj is not None:
-                for name in run.runtime:
-                    out += _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)[0]
-                for name in run.optional_runtime:
-                    loaded, failure = _attempt(
-                        process, name, obj, root=root, evidence=Evidence.DLOPEN
-                    )
+                for names in run.runtime:
+                    out += _open(process, names, obj, root)[0]
+                for names in run.optional_runtime:
+                    loaded, failure = _open(process, names, obj, root)
                     if failure is None:
                         out += loaded
             self._run_time(process, start, root, out)
@@ -377,8 +387,10 @@ class RootLoader:
         self, process: Process, caller: Loaded, run: FrameworkRun, out: list[Resolution]
     ) -> bool:
         """The framework's own loads, in order; returns whether one that is required failed
-        (cuda-pathfinder raises; JAX's _load and onnxruntime's preload_dlls swallow)."""
-        for load, found, searched in run.located:
+        (cuda-pathfinder raises). One that is not required is swallowed (JAX's _load,
+        onnxruntime's preload_dlls, CuPy's _preload_library): its failure is no need of
+        anything, and what then fails to find the library says so itself."""
+        for load, found in run.located:
             if load.reuse_loaded:
                 # load_nvidia_dynamic_lib: check_if_already_loaded_from_elsewhere.
                 have = next(
@@ -389,12 +401,14 @@ class RootLoader:
                     continue
             if found is not None:
                 done, failure = self._by_hand(process, found, caller, run.path, run.source)
-                out += done
-                if failure is not None and load.required:
-                    return True
-                continue
-            failed: list[Resolution] = []
+                if failure is None or load.required:
+                    out += done
+                    if failure is not None:
+                        return True
+                    continue
+                # Swallowed: onnxruntime goes on to the bare name.
             if load.by_name:
+                failed: list[Resolution] = []
                 for name in load.sonames:
                     done, failure = self._by_hand(process, name, caller, run.path, run.source)
                     if failure is None:
@@ -402,19 +416,17 @@ class RootLoader:
                         break
                     failed += done
                 else:
-                    # Say the name the root links where it is one of them (cuda-pathfinder
-                    # tries libcurand.so.11 before the libcurand.so.10 CuPy's module needs).
-                    info = self.view.probe(run.path).info
-                    linked = set(info.needed) if info is not None else set()
-                    said = next((n for n in load.sonames if n in linked), None)
-                    pick = next(
-                        (r for r in failed if r.name == said), failed[0] if failed else None
-                    )
-                    out += [pick] if pick is not None else []
                     if load.required:
+                        # Say the name the root links where it is one of them
+                        # (cuda-pathfinder tries libcurand.so.11 before the libcurand.so.10
+                        # CuPy's module needs).
+                        info = self.view.probe(run.path).info
+                        linked = set(info.needed) if info is not None else set()
+                        said = next((n for n in load.sonames if n in linked), None)
+                        out += [r for r in failed if r.name == said][:1] or failed[:1]
                         return True
                 continue
-            if searched or load.required:
+            if load.required:
                 out.append(
                     Resolution(
                         name=load.names[0],
@@ -425,8 +437,7 @@ class RootLoader:
                         detail="not in " + ", ".join(load.folders),
                     )
                 )
-                if load.required:
-                    return True
+                return True
         return False
 
     def load_trace(self, trace: Trace, index: int) -> LoadResult:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cudatx.discover.frameworks import find_installed, read_installed, readers
-from cudatx.discover.frameworks.model import FrameworkLoads, HandLoad, Installed
+from cudatx.discover.frameworks.model import FrameworkLoads, HandLoad, Installed, Open
 from cudatx.loader.fileview import FileView
 from tests.support.paths import DATA
 
@@ -69,7 +69,7 @@ def test_jax_0_4_26_opens_nothing_by_hand_and_checks_nothing(tmp_path: Path) -> 
         "jax_cuda12_plugin.cuda_plugin_extension",
         "jaxlib.cuda_plugin_extension",
     )
-    assert ("libcudart.so.12",) in root.optional_runtime
+    assert Open(("libcudart.so.12",)) in root.optional_runtime
     assert loads.build_major == 12
 
 
@@ -78,7 +78,7 @@ def test_jax_0_4_31_reads_jax_s_own_version_check(tmp_path: Path) -> None:
     loads = _plugin(tmp_path, "jax-cuda12-pjrt-0.4.31", "jax-0.4.31")
     (root,) = loads.roots
     assert root.loads == ()
-    assert [names[0] for names in root.modules[0].opens] == [
+    assert [o.build[0] for o in root.modules[0].opens] == [
         "libcudart.so.12",
         "libcudnn.so.9",
         "libcufft.so.11",
@@ -87,7 +87,10 @@ def test_jax_0_4_31_reads_jax_s_own_version_check(tmp_path: Path) -> None:
         "libcublas.so.12",
         "libcusparse.so.12",
     ]
-    assert root.modules[0].opens[1] == ("libcudnn.so.9", "libcudnn.so.8")
+    # cuDNN 8 or 9: the one a RECORD here lists (0.4.26 was built against 8.9); cuPTI falls
+    # back to whatever `libcupti.so` the system has (TSL's GetCuptiDsoHandle).
+    assert root.modules[0].opens[1] == Open(("libcudnn.so.9", "libcudnn.so.8"))
+    assert root.modules[0].opens[4] == Open(("libcupti.so.12",), ("libcupti.so",))
 
 
 def test_jax_0_6_2_loads_cuda_12_folders_and_checks_without_cusolver(tmp_path: Path) -> None:
@@ -101,7 +104,7 @@ def test_jax_0_6_2_loads_cuda_12_folders_and_checks_without_cusolver(tmp_path: P
     assert len(root.loads) == 11
     assert all(not ld.required and ld.search == "package" for ld in root.loads)
     # The cuSOLVER check is commented out in the source: not made.
-    assert [names[0] for names in root.modules[0].opens] == [
+    assert [o.build[0] for o in root.modules[0].opens] == [
         "libcudart.so.12",
         "libcudnn.so.9",
         "libcufft.so.11",
@@ -129,7 +132,7 @@ def test_jax_cuda_13_plugin_opens_cuda_13_names(tmp_path: Path) -> None:
     loads = _plugin(tmp_path, "jax-cuda13-pjrt-0.12.1", package="xla_cuda13")
     assert loads.build_major == 13
     (root,) = loads.roots
-    assert [names[0] for names in root.modules[0].opens] == [
+    assert [o.build[0] for o in root.modules[0].opens] == [
         "libcudart.so.13",
         "libcudnn.so.9",
         "libcufft.so.12",

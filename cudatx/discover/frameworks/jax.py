@@ -39,6 +39,7 @@ from cudatx.discover.frameworks.model import (
     HandLoad,
     Installed,
     ModuleStep,
+    Open,
     RuntimeRoot,
     contexts_from_json,
 )
@@ -114,7 +115,12 @@ class JaxReader:
             if component is None or component not in stubs:
                 raise Shape(f"a version check cudatx does not know: {function}")
             components.append(component)
-        opens = tuple(tuple(stubs[c]) for c in components)
+        fallbacks = data("jax")["fallbacks"]
+
+        def opened(component: str) -> Open:
+            return Open(tuple(stubs[component]), tuple(fallbacks.get(component, ())))
+
+        opens = tuple(opened(c) for c in components)
         modules = (
             ModuleStep(
                 modules=tuple(f"{p}._versions" for p in packages),
@@ -123,7 +129,7 @@ class JaxReader:
             ),
             ModuleStep(modules=tuple(f"{p}.cuda_plugin_extension" for p in packages)),
         )
-        optional = tuple(tuple(names) for c, names in stubs.items() if c not in components)
+        optional = tuple(opened(c) for c in stubs if c not in components)
         root = RuntimeRoot(
             path=f"{found.package}/{_plugin_file(funcs)}",
             what="XLA plugin",

@@ -40,6 +40,17 @@ class HandLoad:
 
 
 @dataclass(frozen=True)
+class Open:
+    """A library opened by bare name at run time: the name its build opens (one of `build`:
+    the first a RECORD here lists, else the first; JAX's CUDA 12 plugins were built against
+    cuDNN 8 before 0.4.29, 9 since), then the names tried where that one does not load
+    (`then`: TSL's GetCuptiDsoHandle falls back to `libcupti.so`)."""
+
+    build: tuple[str, ...]
+    then: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ModuleStep:
     """An extension module the framework imports before its root (the first of `modules`
     that is installed, as dotted names: JAX's `_import_extensions` tries
@@ -49,7 +60,7 @@ class ModuleStep:
     raises "Unable to load cuDNN" when one fails."""
 
     modules: tuple[str, ...]
-    opens: tuple[tuple[str, ...], ...] = ()  # per library, its names in preference order
+    opens: tuple[Open, ...] = ()
     why: str = ""  # "JAX's version check"
 
 
@@ -57,9 +68,8 @@ class ModuleStep:
 class RuntimeRoot:
     """A library a framework loads by path, a load root of its own (`path` relative to the
     site folder): after the libraries it loads by hand (`loads`) and the modules it imports
-    first (`modules`); `runtime`: what the root then opens by name itself (each name a tuple
-    of alternatives in preference order), `optional_runtime`: what it opens only where a
-    file of that name is installed."""
+    first (`modules`); `runtime`: what the root then opens by name itself,
+    `optional_runtime`: what it opens only where a file of that name is installed."""
 
     path: str
     what: str  # "CUDA provider", "XLA plugin", a module name
@@ -69,8 +79,8 @@ class RuntimeRoot:
     # before the root in every process (onnxruntime's provider bridge: the shared provider
     # library, whose symbols the provider binds to).
     first: tuple[str, ...] = ()
-    runtime: tuple[tuple[str, ...], ...] = ()
-    optional_runtime: tuple[tuple[str, ...], ...] = ()
+    runtime: tuple[Open, ...] = ()
+    optional_runtime: tuple[Open, ...] = ()
     # `path` is a dotted module name, the root its extension module file as Python's import
     # finds it (CuPy's lazily imported modules); not installed: no root.
     is_module: bool = False
@@ -143,8 +153,15 @@ def hand_load_to_json(load: HandLoad) -> dict[str, Any]:
     }
 
 
-def _names(rows: Any) -> tuple[tuple[str, ...], ...]:
-    return tuple(tuple(str(n) for n in row) for row in rows)
+def _opens(rows: Any) -> tuple[Open, ...]:
+    return tuple(
+        Open(tuple(str(n) for n in row["build"]), tuple(str(n) for n in row["then"]))
+        for row in rows
+    )
+
+
+def _opens_json(opens: tuple[Open, ...]) -> list[dict[str, list[str]]]:
+    return [{"build": list(o.build), "then": list(o.then)} for o in opens]
 
 
 def framework_loads_from_json(data: Any) -> FrameworkLoads:
@@ -163,14 +180,14 @@ def framework_loads_from_json(data: Any) -> FrameworkLoads:
                 modules=tuple(
                     ModuleStep(
                         modules=tuple(str(m) for m in s["modules"]),
-                        opens=_names(s["opens"]),
+                        opens=_opens(s["opens"]),
                         why=str(s["why"]),
                     )
                     for s in r["modules"]
                 ),
                 first=tuple(str(f) for f in r["first"]),
-                runtime=_names(r["runtime"]),
-                optional_runtime=_names(r["optional_runtime"]),
+                runtime=_opens(r["runtime"]),
+                optional_runtime=_opens(r["optional_runtime"]),
                 is_module=bool(r.get("is_module", False)),
             )
             for r in data["roots"]
@@ -201,12 +218,12 @@ def framework_loads_to_json(loads: FrameworkLoads) -> dict[str, Any]:
                 "what": r.what,
                 "loads": [hand_load_to_json(x) for x in r.loads],
                 "modules": [
-                    {"modules": list(s.modules), "opens": [list(n) for n in s.opens], "why": s.why}
+                    {"modules": list(s.modules), "opens": _opens_json(s.opens), "why": s.why}
                     for s in r.modules
                 ],
                 "first": list(r.first),
-                "runtime": [list(n) for n in r.runtime],
-                "optional_runtime": [list(n) for n in r.optional_runtime],
+                "runtime": _opens_json(r.runtime),
+                "optional_runtime": _opens_json(r.optional_runtime),
                 "is_module": r.is_module,
             }
             for r in loads.roots
