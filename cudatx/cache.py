@@ -370,6 +370,7 @@ _FINGERPRINTED = (
     "cache.py",
     "discover/dists.py",
     "discover/frameworks/",  # every reader, and what they share
+    "discover/handloads.py",
     "discover/imports.py",
     "discover/preloads.py",
     "discover/sitewalk.py",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import os
 import re
@@ -23,6 +24,7 @@ from cudatx.discover.conda import conda_meta, read_conda_records
 from cudatx.discover.dists import installed_extras, installed_state, scan_distributions
 from cudatx.discover.frameworks import find_installed, read_installed
 from cudatx.discover.frameworks.model import FrameworkLoads, Installed, Open, RuntimeRoot
+from cudatx.discover.handloads import HandLoaded, Unread, cached_hand_loads, read_hand_loads
 from cudatx.discover.imports import imports_of
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import flat_libraries, search_folders, walk
@@ -42,8 +44,9 @@ from cudatx.loader.roots import (
     locate_hand,
     locate_preloads,
 )
-from cudatx.models import Distribution, ElfInfo, Finding
+from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget
 from cudatx.names import canonical_name
+from cudatx.paths import is_library_name
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -114,6 +117,10 @@ def scan(
     keys = PathKeys()
     owners = Owners(distributions, keys)
     installed = _installed_frameworks(target.site_packages, owners, keys, view)
+    hand, unread_loads = _hand_loads(distributions, installed, target, cache)
+    # A root only where the file is a shared library now: a plan replays it after the
+    # change whatever then stands there.
+    hand = tuple(h for h in hand if view.probe(h.path).seen is Seen.ELF)
     env = Environment(
         target=target,
         system=system,
@@ -134,6 +141,8 @@ def scan(
         extras=installed_extras(distributions, target.markers, _builds(installed, distributions)),
         system_packages=SystemPackages(keys),
         traces=traces,
+        hand_loads=hand,
+        hand_unread=unread_loads,
     )
     try:
         return load_roots(env, view, progress)
@@ -159,6 +168,58 @@ def _builds(
                 out.add(dist.name)
                 break
     return frozenset(out)
+
+
+def _hand_loads(
+    distributions: tuple[Distribution, ...],
+    installed: tuple[Installed, ...],
+    target: PythonTarget,
+    cache: ScanCache | None,
+) -> tuple[tuple[HandLoaded, ...], tuple[tuple[str, Unread], ...]]:
+    """What each distribution's Python code loads by path (cudatx.discover.handloads),
+    and the loads it makes that cudatx cannot read (with the distribution's name). Read
+    for distributions that ship both Python files and a shared library; not for those
+    whose loads a reader of their own models (torch's preloads, the frameworks)."""
+    own = {ll.distribution for ll in load_catalog().load_lists} | {
+        f.distribution for f in installed
+    }
+    head = target.version.split(".")
+    version = (int(head[0]), int(head[1])) if len(head) > 1 and head[1].isdigit() else (3, 0)
+    entries = [e for e in target.sys_path if e]
+
+    def resolve(dotted: str) -> str | None:
+        relative = dotted.replace(".", "/")
+        return next(
+            (
+                os.path.join(e, relative)
+                for e in entries
+                if os.path.isdir(os.path.join(e, relative))
+            ),
+            None,
+        )
+
+    loads: list[HandLoaded] = []
+    unread: list[tuple[str, Unread]] = []
+    for dist in distributions:
+        if dist.name in own or dist.kind == "conda":
+            continue
+        rows = [e.path for e in dist.records]
+        py = [p for p in rows if p.endswith(".py") and not p.startswith(("../", "/"))]
+        if not py or not any(is_library_name(os.path.basename(p)) for p in rows):
+            continue
+        try:
+            state: os.stat_result | None = os.stat(os.path.join(dist.metadata_dir, "RECORD"))
+        except OSError:
+            state = None
+        found = cached_hand_loads(
+            dist.metadata_dir,
+            state,
+            cache,
+            functools.partial(read_hand_loads, dist.site, py, version, resolve),
+        )
+        loads += found.loads
+        unread += [(dist.name, u) for u in found.unread]
+    return tuple(loads), tuple(unread)
 
 
 def _installed_frameworks(
@@ -244,6 +305,11 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
 
     contexts = _contexts(env, catalog, view)
     by_folder = {os.path.join(c.package_dir, ""): c for c in contexts}
+    have = {env.keys(r) for r in env.roots}
+    hand_roots = tuple(
+        dict.fromkeys(h.path for h in env.hand_loads if env.keys(h.path) not in have)
+    )
+    roots = (*env.roots, *hand_roots)
     loader = RootLoader(
         process,
         _python_library(process),
@@ -251,13 +317,14 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
         view,
         by_folder,
         major_of,
-        _imported_first(env, by_folder, view),
+        _imported_first(env, by_folder, view, roots),
+        _hand_preloads(env, roots, view),
     )
     runs, reads = _frameworks(env, view)
     by_framework = {env.keys(run.path) for run in runs}
     loads = []
-    for done, root in enumerate(env.roots):
-        tell("replaying imports", done, len(env.roots))
+    for done, root in enumerate(roots):
+        tell("replaying imports", done, len(roots))
         if env.keys(root) not in by_framework:  # CuPy's modules: in their framework's process
             loads.append(loader.load(root))
     others: list[LoadResult] = []
@@ -409,8 +476,50 @@ def _module_roots(
     return tuple(out)
 
 
+def _hand_preloads(
+    env: Environment, roots: tuple[str, ...], view: FileView
+) -> dict[str, tuple[HandLoaded, ...]]:
+    """root -> the libraries its package's code loads by path that the root needs by name
+    (its DT_NEEDED names the file or its soname): loaded first, they answer that need
+    (elf/dl-load.c `_dl_map_object` reuses a loaded object of that name)."""
+    by_name: dict[str, list[HandLoaded]] = {}
+    for hand in env.hand_loads:
+        info = view.probe(hand.path).info
+        names = {os.path.basename(hand.path), *([info.soname] if info and info.soname else [])}
+        for name in names:
+            by_name.setdefault(name, []).append(hand)
+    if not by_name:
+        return {}
+    out: dict[str, tuple[HandLoaded, ...]] = {}
+    for root in roots:
+        info = view.probe(root).info
+        if info is None:
+            continue
+        found = [
+            hand
+            for name in info.needed
+            for hand in by_name.get(name, ())
+            if hand.path != root and _same_package(hand, root, env)
+        ]
+        if found:
+            out[root] = tuple(dict.fromkeys(found))
+    return out
+
+
+def _same_package(hand: HandLoaded, root: str, env: Environment) -> bool:
+    """Whether the root is in the top-level package whose code makes the load."""
+    entry = next((e for e in env.target.sys_path if e and hand.by.startswith(e + "/")), None)
+    if entry is None:
+        return False
+    top = hand.by[len(entry) + 1 :].split("/", 1)[0]
+    return root.startswith(os.path.join(entry, top, ""))
+
+
 def _imported_first(
-    env: Environment, contexts: dict[str, PackageContext], view: FileView
+    env: Environment,
+    contexts: dict[str, PackageContext],
+    view: FileView,
+    roots: tuple[str, ...],
 ) -> dict[str, PackageContext]:
     """Roots outside the packages that preload (torch) whose import imports one of them first:
     an `__init__.py` above the extension imports it at module level (README, "Which process
@@ -420,7 +529,7 @@ def _imported_first(
     by_package = {c.load_list.package: c for c in contexts.values()}
     entries = sorted((os.path.join(e, "") for e in env.target.sys_path if e), key=len)
     out: dict[str, PackageContext] = {}
-    for root in env.roots:
+    for root in roots:
         if any(root.startswith(folder) for folder in contexts):
             continue  # inside torch itself: its own context
         entry = next((e for e in reversed(entries) if root.startswith(e)), None)

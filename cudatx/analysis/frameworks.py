@@ -97,13 +97,16 @@ def unavailable(env: Environment, load: LoadResult) -> bool:
 
 def read_notes(env: Environment) -> list[str]:
     """One line per framework found: where its load list was read, or that it is not
-    modelled and why."""
+    modelled and why; one per load by path a package makes that cudatx cannot read."""
     out = []
     for found, loads in env.framework_reads:
         if loads.read:
             out.append(f"{found.name} load list: {loads.origin}")
         else:
             out.append(not_modelled(found.distribution, f"{found.name}: {loads.origin}"))
+    for dist, unread in env.hand_unread:  # cudatx.discover.handloads
+        where = f"{short(env, unread.by)}:{unread.line}"
+        out.append(not_modelled(dist, f"{where} loads {unread.what}"))
     return out
 
 

@@ -51,6 +51,7 @@ from cudatx.discover.frameworks.model import (
     Installed,
     RuntimeRoot,
 )
+from cudatx.discover.handloads import HandLoaded
 from cudatx.discover.lddebug import DLOPEN, absolute
 from cudatx.discover.traces import Trace
 from cudatx.loader.fileview import FileView
@@ -222,6 +223,7 @@ def _attempt(
     root: str,
     evidence: Evidence,
     needed_by: str | None = None,
+    global_: bool | None = None,
 ) -> tuple[list[Resolution], Resolution | None]:
     """One dlopen done by hand (ctypes, or a library at run time), all or nothing: its
     resolutions, and the first need that failed (None when it loaded).
@@ -232,7 +234,9 @@ def _attempt(
     read as the import's.
     """
     mark = process.mark()
-    done = process.dlopen(name, caller, root=root, evidence=evidence, needed_by=needed_by)
+    done = process.dlopen(
+        name, caller, root=root, evidence=evidence, needed_by=needed_by, global_=global_
+    )
     if done.ok:
         return list(done.resolutions), None
     process.undo(mark)
@@ -300,6 +304,7 @@ class RootLoader:
         contexts: dict[str, PackageContext],
         major_of: MajorOf,
         after: dict[str, PackageContext] | None = None,
+        hand: dict[str, tuple[HandLoaded, ...]] | None = None,
     ) -> None:
         self.base = base
         self.caller = caller
@@ -310,6 +315,9 @@ class RootLoader:
         # root -> the package its import imports first (cudatx.discover.imports): a
         # functorch or torchvision extension loads once `import torch` has run.
         self.after = after or {}
+        # root -> the libraries its package loads by path before importing it, that it
+        # needs (cudatx.discover.handloads): torchaudio's libtorchaudio.so before _torchaudio.
+        self.hand = hand or {}
         self.torch = next(
             (c for c in contexts.values() if c.load_list.package == "torch" and c.module), None
         )
@@ -498,6 +506,19 @@ class RootLoader:
             fatal = self._package(process, caller, root, context, resolutions)
             if context.module and context.module != root:
                 resolutions += process.dlopen(context.module, caller, root=root).resolutions
+        for hand in self.hand.get(root, ()):
+            # ctypes.CDLL(path) (RTLD_LOCAL) or torch.ops.load_library, before the import.
+            done, failure = _attempt(
+                process,
+                hand.path,
+                caller,
+                root=root,
+                evidence=Evidence.PRELOAD,
+                needed_by=hand.by,
+                global_=False,
+            )
+            resolutions += done
+            fatal |= failure is not None and not hand.swallowed
         result = process.dlopen(root, caller, root=root)
         resolutions += result.resolutions
         self._run_time(process, start, root, resolutions)
