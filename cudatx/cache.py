@@ -366,6 +366,7 @@ def _rebuild(folder: Path, lock: int) -> bool:
 # The modules whose output the cache stores, relative to the package.
 _FINGERPRINTED = (
     "analysis/cuda.py",
+    "analysis/optional.py",
     "analysis/requirements.py",
     "cache.py",
     "discover/dists.py",

@@ -1,0 +1,150 @@
+"""Extension modules an import does not load: optional features, not broken environments.
+
+A package ships modules its import never loads (numba's TBB threading layer, imported only
+when that layer is chosen; CuPy's library modules, imported when first used). Which ones
+`import TOP` loads is read statically (cudatx.discover.imports.import_closure): its
+`__init__.py` and what that imports at module level, and theirs; an import under `try: ...
+except ImportError` or behind a module `__getattr__` is optional. A module outside that
+closure that cannot load is a feature not installed: doctor says so in a note, never as an
+error. A plan still counts one that loaded before and does not after (cudatx.planning.diff
+compares every root).
+
+Deviation: what an extension module imports as it initialises (Cython's cimports) is not
+read, so a module only such an import loads is taken as optional.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from cudatx.analysis import frameworks
+from cudatx.analysis.problems import short
+from cudatx.cache import file_key
+from cudatx.discover.imports import Closure, import_closure
+from cudatx.environment import Environment
+from cudatx.loader.process import LoadResult
+from cudatx.models import Status
+
+_MET = (Status.RESOLVED, Status.SYSTEM)
+_CLOSURES: dict[tuple[str, str], Closure] = {}
+
+
+def _closure(env: Environment, entry: str, top: str) -> Closure:
+    """import_closure, once per run, and across runs through the scan cache (valid while
+    every file it read keeps its state)."""
+    memo = (entry, top)
+    found = _CLOSURES.get(memo)
+    if found is not None:
+        return found
+    cache = env.view.cache
+    key = os.path.join(entry, top)
+    text = cache.get("import closure", key, "") if cache is not None else None
+    if text is not None:
+        try:
+            data = json.loads(text)
+            files = tuple((str(p), str(s)) for p, s in data["files"])
+            if all(_state(p) == s for p, s in files):
+                found = Closure(frozenset(data["required"]), frozenset(data["optional"]), files)
+        except (TypeError, ValueError, KeyError):
+            if cache is not None:
+                cache.invalid()
+    if found is None:
+        found = import_closure(top, entry, env.view.real)
+        if cache is not None:
+            cache.put(
+                "import closure",
+                key,
+                "",
+                json.dumps(
+                    {
+                        "required": sorted(found.required),
+                        "optional": sorted(found.optional),
+                        "files": [list(f) for f in found.files],
+                    }
+                ),
+            )
+    _CLOSURES[memo] = found
+    return found
+
+
+def _state(path: str) -> str | None:
+    try:
+        return ":".join(file_key(os.stat(path)))
+    except OSError:
+        return None
+
+
+def _module(
+    env: Environment, path: str, suffixes: tuple[str, ...] | None = None
+) -> tuple[str, str, str] | None:
+    """(sys.path entry, top-level name, dotted module) of a module file: an extension
+    module's, or with `suffixes` (".py",) a source file's."""
+    suffixes = suffixes or tuple(sorted(env.target.extension_suffixes, key=len, reverse=True))
+    entries = sorted((e for e in env.target.sys_path if e), key=len, reverse=True)
+    entry = next((e for e in entries if path.startswith(os.path.join(e, ""))), None)
+    suffix = next((s for s in suffixes if path.endswith(s)), None)
+    if entry is None or suffix is None:
+        return None
+    dotted = path[len(entry) + 1 : -len(suffix)].replace("/", ".")
+    return entry, dotted.split(".")[0], dotted
+
+
+def imported(env: Environment, root: str) -> bool | None:
+    """Whether `import TOP` loads this root (an extension module, or a library its
+    package's code loads by path), read statically; None where that cannot be told."""
+    hand = [h for h in env.hand_loads if env.keys(h.path) == env.keys(root)]
+    if hand:
+        for load in hand:
+            where = _module(env, load.by, (".py",))
+            if where is None or not load.at_import or load.swallowed:
+                continue
+            entry, top, dotted = where
+            if dotted.removesuffix(".__init__") in _closure(env, entry, top).required:
+                return True
+        return False
+    where = _module(env, root)
+    if where is None:
+        return None
+    entry, top, dotted = where
+    return dotted in _closure(env, entry, top).required
+
+
+def not_imported(env: Environment, load: LoadResult) -> bool:
+    """A root that fails and that no import of its package loads: a feature not installed
+    (or a framework's lazily imported module: cudatx.analysis.frameworks.unavailable)."""
+    if load.ok:
+        return False
+    if frameworks.unavailable(env, load):
+        return True
+    if load.framework is not None or load.trace is not None or load.root == env.base.root:
+        return False
+    return imported(env, load.root) is False
+
+
+def notes(env: Environment) -> list[str]:
+    """Doctor's notes for the roots no import loads that do not load: "numba.np.ufunc.
+    tbbpool (numba) is not loaded by `import numba`, and needs libtbb.so.12, which nothing
+    installs"."""
+    out: list[str] = []
+    for load in env.loads:
+        if load.framework is not None or not not_imported(env, load):
+            continue
+        failing = next(
+            (r for r in load.resolutions if r.status not in _MET and r.evidence.decisive), None
+        )
+        if failing is None:
+            continue
+        name = os.path.basename(failing.cause or failing.name)
+        if failing.status is Status.NOT_FOUND and not env.owners.listing(name):
+            why = f"needs {name}, which nothing installs"
+        elif failing.missing and failing.detail:
+            why = f"does not load: {failing.detail}"
+        else:
+            why = f"does not load: {name} {failing.status.value}"
+        where = _module(env, load.root)
+        top = where[1] if where else short(env, load.root).split("/")[0]
+        owners = ", ".join(d.name for d in env.owners_of(load.root)) or "no distribution"
+        what = where[2] if where else short(env, load.root)
+        out.append(f"{what} ({owners}) is not loaded by `import {top}`, and {why}")
+    return out
