@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
-from cudatx.analysis import cuda, frameworks, observed, optional, ownership
+from cudatx.analysis import coverage, cuda, frameworks, observed, ownership
 from cudatx.analysis.broken import already_broken, conda_owned, iter_fixes, torch_major
 from cudatx.analysis.commands import cudatx_command, reinstall_command
 from cudatx.analysis.problems import (
@@ -231,7 +231,7 @@ def diagnose(env: Environment, *, strict: bool = False) -> DoctorReport:
     for context in env.contexts:
         notes.append(f"{context.load_list.distribution} preload list: {context.origin}")
     notes += _framework_notes(env)
-    notes += optional.notes(env)
+    notes += coverage.notes(env)
     notes += observed.notes(env)
     return DoctorReport(
         prefix=env.target.prefix,

@@ -4,19 +4,22 @@ A package ships modules its import never loads (numba's TBB threading layer, imp
 when that layer is chosen; CuPy's library modules, imported when first used). Which ones
 `import TOP` loads is read statically (cudatx.discover.imports.import_closure): its
 `__init__.py` and what that imports at module level, and theirs; an import under `try: ...
-except ImportError` or behind a module `__getattr__` is optional. A module outside that
-closure that cannot load is a feature not installed: doctor says so in a note, never as an
-error. A plan still counts one that loaded before and does not after (cudatx.planning.diff
-compares every root).
+except ImportError` is optional. A module outside that closure that the package imports
+lazily (in a function, a module `__getattr__`) and that cannot load is a feature not
+installed: doctor says so in a note, never as an error. A module no code of its package
+imports at all is one its users import themselves (`import lxml.etree`): it counts as the
+package's own, and its failure is an error. A plan still counts one that loaded before and
+does not after (cudatx.planning.diff compares every root).
 
 Deviation: what an extension module imports as it initialises (Cython's cimports) is not
-read, so a module only such an import loads is taken as optional.
+read; a module only such an import loads counts as one its users import.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 
 from cudatx.analysis import frameworks
 from cudatx.analysis.problems import short
@@ -107,7 +110,39 @@ def imported(env: Environment, root: str) -> bool | None:
     if where is None:
         return None
     entry, top, dotted = where
-    return dotted in _closure(env, entry, top).required
+    closure = _closure(env, entry, top)
+    if dotted in closure.required:
+        return True
+    if dotted in closure.optional:
+        return False
+    # Outside the closure: optional where the package imports it lazily (in a function, a
+    # module __getattr__); a module nothing of the package imports is one its users import
+    # themselves (`import lxml.etree`), as much a part of it as its __init__.
+    return not _lazily_imported(env, entry, top, dotted)
+
+
+def _lazily_imported(env: Environment, entry: str, top: str, dotted: str) -> bool:
+    """Whether some module of the package imports `dotted` (`from numba.np.ufunc import
+    tbbpool`, `from . import _tbb`, `import a.b.mod`) anywhere: in a function, it runs
+    when the feature is asked for."""
+    leaf = re.escape(dotted.rpartition(".")[2].encode())
+    pattern = re.compile(
+        rb"^[ \t]*(?:import[ \t]+[\w.]*\b" + leaf + rb"\b"
+        rb"|from[ \t]+[\w.]+[ \t]+import[ \t]+[^\n]*\b" + leaf + rb"\b)",
+        re.M,
+    )
+    folder = os.path.join(entry, top)
+    for base, _, names in os.walk(folder):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            try:
+                with open(env.view.real(os.path.join(base, name)), "rb") as handle:
+                    if pattern.search(handle.read()):
+                        return True
+            except OSError:
+                continue
+    return False
 
 
 def not_imported(env: Environment, load: LoadResult) -> bool:
