@@ -39,7 +39,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from cudatx import __version__
 
@@ -222,6 +222,75 @@ class ScanCache:
 _T = TypeVar("_T")
 
 
+class Stale(Exception):
+    """Raised by a `load` of memo(): the kept answer was right but what it was read from has
+    changed since (a folder listing whose folders moved on). Computed again; the cache is
+    sound, unlike an answer `load` cannot read (TypeError, KeyError, ValueError)."""
+
+
+class Unkept(Exception):
+    """Raised by a `compute` of memo() with its answer for this run only: a passing failure
+    (the file could not be read now, or the reading code failed on it) is never kept as a
+    fact of the file."""
+
+    def __init__(self, answer: object) -> None:
+        super().__init__()
+        self.answer = answer
+
+
+def memo(
+    cache: ScanCache | None,
+    kind: str,
+    key: str,
+    state: str,
+    compute: Callable[[], _T],
+    *,
+    load: Callable[[str], _T],
+    dump: Callable[[_T], str | None],
+) -> _T:
+    """The one way an answer is kept between runs: the text stored under (kind, key) while
+    `state` is the same, read back by `load`; else `compute()`, stored as `dump` makes it
+    (None: not to be kept, such as an answer read from files not yet settled). `load` raises
+    Stale, or TypeError, KeyError or ValueError on a text this version cannot read (then the
+    cache is rebuilt); `compute` raises Unkept for an answer of this run only."""
+    if cache is not None:
+        text = cache.get(kind, key, state)
+        if text is not None:
+            try:
+                return load(text)
+            except Stale:
+                pass
+            except (TypeError, KeyError, ValueError):  # cudatx.codec.Invalid is a ValueError
+                cache.invalid()
+    try:
+        answer = compute()
+    except Unkept as unkept:
+        return cast(_T, unkept.answer)
+    if cache is not None:
+        text = dump(answer)
+        if text is not None:
+            cache.put(kind, key, state, text)
+    return answer
+
+
+def memo_file(
+    cache: ScanCache | None,
+    kind: str,
+    st: os.stat_result,
+    compute: Callable[[], _T],
+    *,
+    load: Callable[[str], _T],
+    dump: Callable[[_T], str | None],
+) -> _T:
+    """memo() for a fact of one file in state `st` (file_key), kept only once the file has
+    settled (see RACY_NS)."""
+    key, state = file_key(st)
+    keep = settled(st)
+    return memo(
+        cache, kind, key, state, compute, load=load, dump=lambda a: dump(a) if keep else None
+    )
+
+
 def remembered(
     cache: ScanCache | None,
     kind: str,
@@ -232,24 +301,22 @@ def remembered(
     read: Callable[[Any], _T],
     write: Callable[[_T], object],
 ) -> _T:
-    """`compute()`, kept in the cache under (kind, key) for as long as `facts()` (JSON: all
-    that the answer depends on) stays the same; `write` makes the answer JSON and `read`
-    makes it back, raising TypeError or ValueError on anything else (then the cache is
-    invalid, and the answer is computed again)."""
+    """memo() of `compute()` for as long as `facts()` (JSON: all that the answer depends on)
+    stays the same; `write` makes the answer JSON and `read` makes it back."""
     if cache is None:
         return compute()
     import hashlib  # an OpenSSL load: only where an answer is kept (see _fingerprint)
 
     state = hashlib.sha256(json.dumps(facts()).encode()).hexdigest()
-    text = cache.get(kind, key, state)
-    if text is not None:
-        try:
-            return read(json.loads(text))
-        except (TypeError, ValueError):
-            cache.invalid()
-    answer = compute()
-    cache.put(kind, key, state, json.dumps(write(answer)))
-    return answer
+    return memo(
+        cache,
+        kind,
+        key,
+        state,
+        compute,
+        load=lambda text: read(json.loads(text)),
+        dump=lambda answer: json.dumps(write(answer)),
+    )
 
 
 def open_cache(environ: Mapping[str, str] | None = None) -> ScanCache | None:
@@ -363,42 +430,35 @@ def _rebuild(folder: Path, lock: int) -> bool:
     return removed
 
 
-# The modules whose output the cache stores, relative to the package.
-_FINGERPRINTED = (
-    "analysis/cuda.py",
-    "analysis/optional.py",
-    "analysis/requirements.py",
-    "cache.py",
-    "discover/dists.py",
-    "discover/frameworks/",  # every reader, and what they share
-    "discover/handloads.py",
-    "discover/imports.py",
-    "discover/preloads.py",
-    "discover/sitewalk.py",
-    "elf/reader.py",
-    "loader/binding.py",
-    "loader/fileview.py",
-    "loader/process.py",
-    "models.py",
-    "data/cuda_majors.json",
-    "data/frameworks/",
-)
+# What the fingerprint covers: every module and data file of the package, found by walking
+# it (a hand-kept list of "the modules whose output is stored" went stale: a fix in one it
+# omitted left an upgraded cudatx serving the old answers for unchanged files).
+_SOURCES = (".py", ".json")
 
 
 @functools.cache
 def _fingerprint() -> str:
-    """cudatx's version and the source of the modules whose results are stored: a checkout
-    that changes how facts are read never meets facts read the old way (crc32: no one is
-    trying to collide it, and hashlib would cost an OpenSSL load on every run)."""
+    """cudatx's version and the bytes of every module and data file of the package, by path:
+    a checkout that changes anything never meets facts read the old way (crc32: no one is
+    trying to collide it, and hashlib would cost an OpenSSL load on every run; the walk reads
+    under a megabyte)."""
+    return f"{__version__}+{source_crc(Path(__file__).parent):08x}"
+
+
+def source_crc(package: Path) -> int:
+    """crc32 of SCHEMA, then of each source file's path (relative to `package`) and bytes, in
+    sorted order; an unreadable file counts by its path alone."""
     crc = zlib.crc32(str(SCHEMA).encode())
-    package = Path(__file__).parent
-    for name in _FINGERPRINTED:
-        paths = [package / name]
-        if name.endswith("/"):  # a folder: each of its files (a new reader counts too)
-            paths = sorted(p for p in paths[0].glob("*") if p.suffix in (".py", ".json"))
-        for path in paths:
+    for top, folders, files in os.walk(package):
+        folders[:] = sorted(f for f in folders if f != "__pycache__")
+        for name in sorted(files):
+            if not name.endswith(_SOURCES):
+                continue
+            path = os.path.join(top, name)
+            crc = zlib.crc32(os.path.relpath(path, package).encode(), crc)
             try:
-                crc = zlib.crc32(path.read_bytes(), crc)
+                with open(path, "rb") as handle:
+                    crc = zlib.crc32(handle.read(), crc)
             except OSError:
-                crc = zlib.crc32(str(path).encode(), crc)
-    return f"{__version__}+{crc:08x}"
+                pass
+    return crc

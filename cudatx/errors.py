@@ -139,10 +139,12 @@ class ElfReadError(UnreadableFile):
     asked about by name.
     """
 
-    def __init__(self, path: str, reason: str, *, io: bool = False) -> None:
+    def __init__(self, path: str, reason: str, *, passing: bool = False) -> None:
         super().__init__(f"{path}: {reason}", path=path)
         self.reason = reason
-        self.io = io  # the file could not be read (permissions, I/O): not a fact of its bytes
+        # Not a fact of the file's bytes, so never cached: it could not be read (permissions,
+        # I/O), or the reading code itself failed on it in a way no check of ours names.
+        self.passing = passing
 
 
 # Every character str.splitlines() breaks a line at, as terminals and log readers do: a file

@@ -48,6 +48,20 @@ def pip_argv(
     return ["pip", command, "--python", prefix, *flags, *words]
 
 
+def venv_argv(folder: str, python: str | None) -> list[str]:
+    """`uv venv --quiet [--python PYTHON] FOLDER`: an empty environment (no seed packages),
+    of PYTHON, else of the interpreter `uv venv` itself picks here (.python-version, the
+    project's requires-python, then PATH)."""
+    return ["venv", "--quiet", *(["--python", python] if python else []), folder]
+
+
+def cache_dir(uv: str) -> str:
+    """uv's cache folder, as uv finds it (UV_CACHE_DIR, --cache-dir in uv.toml, the
+    platform's cache folder)."""
+    said = [ln.strip() for ln in run_uv(uv, ["cache", "dir"]).splitlines()]
+    return next((ln for ln in reversed(said) if ln.startswith("/")), "")
+
+
 class UvFailed(CudatxError):
     """uv exited non-zero, was killed, or could not be started; `message` carries its error.
 

@@ -1,17 +1,22 @@
-"""Run the reliability tests and print README's "Reliability" table from what they recorded.
+"""Run the reliability tests and write docs/reliability.md's table from what they recorded.
 
     python3 -m tests.reliability_report [PYTEST ARGS...]
 
 Runs every test marked `reliability` (pytest, in this process) and makes one Markdown row of
 each: the cases it ran and their outcome, as the test recorded them with `record_property`
 ("cases", "outcome"), else one case and its docstring's first paragraph (or its name); and
-pytest's verdict. Exits with pytest's status, so a failing run is never pasted as a good one.
+pytest's verdict. The table replaces what lies between the markers in docs/reliability.md,
+only when every test passed; it is printed either way. Exits with pytest's status, so a
+failing run is never written as a good one.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,13 +58,36 @@ def table(collector: _Collector) -> str:
 
 def main(argv: list[str]) -> int:
     collector = _Collector()
+    started = time.monotonic()
     code = pytest.main(["-q", "-p", "no:cacheprovider", "-m", "reliability", *argv], [collector])
+    took = time.monotonic() - started
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
-    print(f"\nReliability run at {commit or 'an unknown commit'}:\n")
-    print(table(collector))
+    text = (
+        f"Reliability run at {commit or 'an unknown commit'} ({len(collector.rows)} tests, "
+        f"in {int(took // 60)} min {int(took % 60)} s):\n\n{table(collector)}"
+    )
+    print(f"\n{text}")
+    if code == 0 and collector.rows:
+        write(DOC, text)
+        print(f"\nwritten into {DOC}")
     return int(code)
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
+_MARKED = re.compile(
+    r"(<!-- reliability-table:[^\n]*-->\n).*?(\n<!-- /reliability-table -->)", re.S
+)
+
+
+def write(doc: Path, text: str) -> None:
+    """Put `text` between the table's markers in `doc`."""
+    old = doc.read_text()
+    new, found = _MARKED.subn(lambda m: m.group(1) + text + m.group(2), old)
+    if found != 1:
+        raise SystemExit(f"{doc}: no reliability-table markers")
+    doc.write_text(new)
 
 
 if __name__ == "__main__":

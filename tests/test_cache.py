@@ -176,6 +176,96 @@ def test_another_version_empties_the_cache(
         cache_module._fingerprint.cache_clear()
 
 
+def _package_copy(tmp_path: Path) -> Path:
+    import shutil
+
+    copy = tmp_path / "cudatx"
+    shutil.copytree(Path(cache_module.__file__).parent, copy)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "module",
+    # Among them the ones the hand-kept list omitted, and one nobody would think of listing.
+    ["discover/conda.py", "discover/frameworks.py", "analysis/ownership.py", "codec.py",
+     "elf/symtab.py", "data/loadlists.json", "render/plan.py"],
+)  # fmt: skip
+def test_editing_any_module_changes_the_fingerprint(tmp_path: Path, module: str) -> None:
+    """The fingerprint is derived from every module's bytes, not from a list: a fix in any
+    module makes the cache forget what the old code read."""
+    package = _package_copy(tmp_path)
+    before = cache_module.source_crc(package)
+    assert cache_module.source_crc(package) == before  # stable: a walk in sorted order
+    path = package / module
+    path.write_bytes(path.read_bytes() + b"\n")
+    assert cache_module.source_crc(package) != before
+
+
+def test_a_new_module_changes_the_fingerprint(tmp_path: Path) -> None:
+    package = _package_copy(tmp_path)
+    before = cache_module.source_crc(package)
+    (package / "discover" / "newreader.py").write_text("")
+    assert cache_module.source_crc(package) != before
+
+
+def test_another_fingerprint_empties_the_cache(
+    env: ExtWorld, tmp_path: Path, settled_now: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "cache"
+    _scan(env, folder)
+    assert _rows(folder) > 0
+    cache_module._fingerprint.cache_clear()
+    monkeypatch.setattr(cache_module, "source_crc", lambda package: 12345)
+    try:
+        opened = open_cache({"CUDATX_CACHE_DIR": str(folder)})
+        assert opened is not None
+        opened.close()
+        assert _rows(folder) == 0
+    finally:
+        cache_module._fingerprint.cache_clear()
+
+
+def test_a_failure_of_the_reading_code_is_never_kept_as_a_fact(
+    env: ExtWorld, tmp_path: Path, settled_now: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception no check of ours names (here: a fault injected into the header reader)
+    is reported for this run only; the next run, the fault gone, reads the file right."""
+    from cudatx.elf import reader
+
+    real = reader._read_header
+
+    def faulty(path: str, stream: io.BufferedReader) -> object:
+        if path == str(env.lib):
+            raise KeyError("a bug of the reading code")
+        return real(path, stream)
+
+    folder = tmp_path / "cache"
+    monkeypatch.setattr(reader, "_read_header", faulty)
+    bad, _, _ = _scan(env, folder)
+    assert bad.view.probe(str(env.lib)).info is None  # this run: the file is unreadable
+    monkeypatch.setattr(reader, "_read_header", real)
+    good, _, _ = _scan(env, folder)
+    assert OLD in _needs(good, env.lib)
+    with sqlite3.connect(folder / DATABASE) as db:
+        rows = db.execute("SELECT value FROM entries WHERE value LIKE '%bug of%'").fetchall()
+    assert rows == []
+
+
+def test_a_missing_module_of_cudatx_is_an_error_not_a_malformed_file(
+    env: ExtWorld, tmp_path: Path, settled_now: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyelftools missing used to read as "malformed ELF: No module named 'elftools'" for every
+    library, and was cached so; it is cudatx's install that is broken, and it says so."""
+    from cudatx.elf import reader
+
+    def missing(path: str, stream: io.BufferedReader) -> object:
+        raise ModuleNotFoundError("No module named 'elftools'")
+
+    monkeypatch.setattr(reader, "_read_header", missing)
+    with pytest.raises(ImportError):
+        _scan(env, tmp_path / "cache")
+
+
 # -- a damaged cache is rebuilt, never trusted -------------------------------------------
 
 
@@ -353,6 +443,8 @@ def test_progress_on_a_terminal_stays_off_stdout(env: ExtWorld) -> None:
     try:
         done = cudatx(
             "graph",
+            "--format",
+            "json",
             "--no-cache",
             "--python",
             env.venv,

@@ -45,6 +45,7 @@ class _Cause:
     distributions: tuple[str, ...] = ()
     consequences: dict[str, None] = field(default_factory=dict)
     removes: tuple[str, ...] = ()
+    reinstalls: tuple[str, ...] = ()
     loaded: dict[str, None] = field(default_factory=dict)  # of another CUDA major, by torch
     system_packages: tuple[SystemPackage, ...] = ()
 
@@ -64,6 +65,7 @@ class _Cause:
             distributions=self.distributions,
             consequences=(*first, *self.consequences),
             removes=self.removes,
+            reinstalls=self.reinstalls,
             system_packages=self.system_packages,
         )
 
@@ -99,6 +101,40 @@ class _Causes:
             found = ownership.hollow(self.env, (name,))
             self._hollow[name] = found[0] if found else None
         return self._hollow[name]
+
+    def hollow_cause(self, found: ownership.Hollow, dist: Distribution) -> _Cause:
+        """The finding of a hollow distribution, one per distribution: every load that
+        misses its files, and every module or library it lost, is a consequence of it."""
+        cause = self.cause(
+            ("hollow", found.name),
+            _Cause(
+                code="hollow",
+                what=f"{found.name} {found.version} is installed but hollow: " + damage(found),
+                why="files its RECORD lists are gone or hold other bytes (uninstalling a "
+                "distribution that listed the same paths deletes them)",
+                fix=reinstall_command(self.env, dist),
+                paths=dict.fromkeys(found.examples),
+                distributions=(found.name,),
+                reinstalls=(found.name,),
+            ),
+        )
+        return cause
+
+    def lost_files(self) -> None:
+        """Distributions that lost a module or a library: broken, whatever loads it now (a
+        package that lost its files is broken; its twin's bytes in its place are not, until
+        a load goes wrong because of them)."""
+        for found in ownership.hollow(self.env):
+            dist = self.env.distribution(found.name)
+            if not found.lost or dist is None or found.name in self.contaminating:
+                continue
+            self._hollow.setdefault(found.name, found)
+            cause = self.hollow_cause(found, dist)
+            more = f" and {len(found.lost) - 3} more" if len(found.lost) > 3 else ""
+            cause.consequences.setdefault(
+                f"it lost {', '.join(found.lost[:3])}{more}, which Python imports or the "
+                "loader maps"
+            )
 
     def contamination(self, path: str) -> tuple[Distribution, ...] | None:
         """For a co-owned file whose bytes are those of a build of another CUDA major than
@@ -184,22 +220,7 @@ class _Causes:
             dist = self.env.distribution(owner)
             if found is None or dist is None:
                 continue
-            damage = [f"{found.missing} of its {found.total} files are missing"]
-            if found.wrong:
-                damage.append(f"{found.wrong} have other bytes")
-            return self.cause(
-                ("hollow", owner),
-                _Cause(
-                    code="hollow",
-                    what=f"{found.name} {found.version} is installed but hollow: "
-                    + " and ".join(damage),
-                    why="files its RECORD lists are gone or hold other bytes (uninstalling a "
-                    "distribution that listed the same paths deletes them)",
-                    fix=reinstall_command(self.env, dist),
-                    paths=dict.fromkeys(found.examples),
-                    distributions=(owner,),
-                ),
-            )
+            return self.hollow_cause(found, dist)
         # Installed, whole, and still not found: the search that asks for it passes it by
         # (plainuser's cuSPARSE, without torch's preloads, does not reach nvJitLink; an
         # onnxruntime in another sys.path entry than the NVIDIA wheels, whose preload_dlls
@@ -438,8 +459,8 @@ class _Causes:
                         + (r.detail or r.status.value)
                     )
                 elif r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED):
-                    if imported:
-                        continue  # one line per import: its first failing need
+                    # Every failing need of the import, not only the one glibc would name
+                    # first: each has its cause, and one round of fixes must cure them all.
                     imported = True
                     line = f"{importing}: " + (
                         r.detail if r.missing and r.detail else f"{r.name} {r.status.value}"
@@ -510,6 +531,20 @@ def conda_owned(env: Environment, dists: Iterable[Distribution]) -> str:
     )
 
 
+def damage(found: ownership.Hollow) -> str:
+    """ "3 of its 14 files are missing and 1 has other bytes"."""
+    said = []
+    if found.missing:
+        verb = "is" if found.missing == 1 else "are"
+        said.append(f"{found.missing} of its {found.total} files {verb} missing")
+    if found.wrong:
+        verb = "has" if found.wrong == 1 else "have"
+        said.append(
+            f"{found.wrong}{'' if said else f' of its {found.total} files'} {verb} other bytes"
+        )
+    return " and ".join(said)
+
+
 def _owned(env: Environment, path: str) -> str:
     """ " (name version)" of the distributions whose RECORD lists `path`, " (Debian package
     name version)" for a file outside the environment a system package installed, or ""."""
@@ -543,6 +578,7 @@ def already_broken(
     causes = _Causes(env)
     causes.mixed(cuda.mixed_majors(env) if mixed is None else mixed)
     causes.loads()
+    causes.lost_files()
     causes.requirements()
     found = tuple(c.problem() for c in causes.found.values())
     return (*found, *frameworks.mixed(env))

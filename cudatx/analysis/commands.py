@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 from collections.abc import Sequence
 
 from cudatx.analysis.ownership import conda_record_of
 from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
 from cudatx.models import Distribution
+from cudatx.uv import UvFailed, find_uv
 
 
 def cudatx_line(
@@ -53,15 +55,47 @@ def conda_command(env: Environment, verb: str, *records: Distribution, exact: bo
     return shlex.join([*words, *specs])
 
 
+def uv_word() -> str:
+    """How a printed command names uv: `uv` where the shell finds one, else the binary of the
+    uv package installed with cudatx (pipx and `uv tool install` put only cudatx on PATH)."""
+    if shutil.which("uv") is not None:
+        return "uv"
+    try:
+        return find_uv(None)
+    except UvFailed:
+        return "uv"
+
+
 def reinstall_command(env: Environment, dist: Distribution) -> str:
     """Restore a distribution's own bytes with the installer that put it there."""
-    record = conda_record_of(env, dist)  # a conda package: conda restores it
-    if record is not None:
-        return conda_command(env, "install", record, exact=True)
-    spec = reinstall_spec(dist)
+    return reinstall_commands(env, (dist,))[0]
+
+
+def reinstall_commands(env: Environment, dists: Sequence[Distribution]) -> list[str]:
+    """Restore the distributions' own bytes, each with the installer that put it there:
+    one command per installer (uv, pip, conda), every distribution of that installer in it."""
+    conda: dict[str, Distribution] = {}
+    by_uv: list[Distribution] = []
+    by_pip: list[Distribution] = []
+    for dist in dists:
+        record = conda_record_of(env, dist)  # a conda package: conda restores it
+        if record is not None:
+            conda.setdefault(record.name, record)
+        elif (dist.installer or "").lower() == "uv":
+            by_uv.append(dist)
+        else:
+            by_pip.append(dist)
     prefix = env.target.prefix
-    if (dist.installer or "").lower() == "uv":
-        words = ["uv", "pip", "install", "--python", prefix, "--reinstall-package", dist.name]
-        return shlex.join([*words, "--no-deps", spec])
-    python = os.path.join(prefix, "bin", "python")
-    return shlex.join([python, "-m", "pip", "install", "--force-reinstall", "--no-deps", spec])
+    out = []
+    if by_uv:
+        words = [uv_word(), "pip", "install", "--python", prefix]
+        for dist in by_uv:
+            words += ["--reinstall-package", dist.name]
+        out.append(shlex.join([*words, "--no-deps", *map(reinstall_spec, by_uv)]))
+    if by_pip:
+        python = os.path.join(prefix, "bin", "python")
+        words = [python, "-m", "pip", "install", "--force-reinstall", "--no-deps"]
+        out.append(shlex.join([*words, *map(reinstall_spec, by_pip)]))
+    if conda:
+        out.append(conda_command(env, "install", *conda.values(), exact=True))
+    return out

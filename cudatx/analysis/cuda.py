@@ -39,6 +39,7 @@ __all__ = [
     "Mixed",
     "cuda_major_of_dist",
     "cuda_major_of_file",
+    "cuda_major_of_name",
     "file_classifier",
     "mixed_majors",
     "torch_cuda",
@@ -110,6 +111,11 @@ def _tracking_major(name: str) -> int | None:
 def _suffix_major(name: str) -> int | None:
     match = _rules().suffix.search(name)
     return int(match.group(1)) if match else None
+
+
+def cuda_major_of_name(name: str) -> int | None:
+    """The CUDA major a distribution's name says (`nvidia-cudnn-cu12`: 12), or None."""
+    return _suffix_major(name)
 
 
 def _folder_major(path: str) -> tuple[int, str] | None:

@@ -14,8 +14,8 @@ import os
 from collections import defaultdict
 
 from cudatx.analysis import coverage, cuda, frameworks, observed, ownership
-from cudatx.analysis.broken import already_broken, conda_owned, iter_fixes, torch_major
-from cudatx.analysis.commands import cudatx_command, reinstall_command
+from cudatx.analysis.broken import already_broken, conda_owned, damage, iter_fixes, torch_major
+from cudatx.analysis.commands import cudatx_command, reinstall_command, reinstall_commands
 from cudatx.analysis.problems import (
     Problem,
     Severity,
@@ -65,7 +65,8 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
     if same:
         folders = sorted({os.path.dirname(short(env, c.path)) or "." for c in same})
         notes.append(
-            f"{len(same)} paths are listed by several distributions with the same bytes "
+            f"{len(same)} path{'s are' if len(same) != 1 else ' is'} listed by several "
+            "distributions with the same bytes "
             f"({', '.join(folders[:3])}{', ...' if len(folders) > 3 else ''}): uninstalling one "
             "deletes them for all, which a plan says"
         )
@@ -104,17 +105,12 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
         dist = env.distribution(h.name)
         if dist is None or h.name in in_errors:
             continue
-        damage = []
-        if h.missing:
-            damage.append(f"{h.missing} of its {h.total} files are missing")
-        if h.wrong:
-            damage.append(f"{h.wrong} of its {h.total} files have other bytes")
         out.append(
             Problem(
                 severity=Severity.WARNING,
                 code="hollow",
-                what=f"{h.name} {h.version} is installed but hollow: " + " and ".join(damage),
-                why="nothing that loads here misses its files",
+                what=f"{h.name} {h.version} is installed but hollow: {damage(h)}",
+                why="it lost no module or library, and nothing that loads here fails for it",
                 fix=reinstall_command(env, dist),
                 paths=h.examples,
                 distributions=(h.name,),
@@ -173,27 +169,35 @@ def _fixes(env: Environment, errors: tuple[Problem, ...]) -> tuple[str, ...]:
     """The commands that resolve every error, in order: the removals that cure a CUDA major
     mixed in, as one cudatx command, then the other fixes."""
     removals: dict[str, None] = {}
+    reinstalls: dict[str, None] = {}
     rest = []
     for problem in errors:
         if problem.removes:
             removals.update(dict.fromkeys(problem.removes))
+        elif problem.reinstalls:
+            reinstalls.update(dict.fromkeys(problem.reinstalls))
         else:
             rest.append(problem)
     first = [cudatx_command(env, "remove", *removals, "--repair")] if removals else []
-    return (*first, *iter_fixes(tuple(rest)))
+    # Every hollow distribution in one reinstall (one per installer): run as printed, one
+    # round cures them all, where one at a time would reveal the next at each import.
+    dists = [d for d in env.distributions if d.name in reinstalls and d.name not in removals]
+    return (*first, *reinstall_commands(env, dists), *iter_fixes(tuple(rest)))
 
 
 def _verdict(errors: list[Problem], warnings: list[Problem], fixes: tuple[str, ...]) -> str:
     if errors:
         head = errors[0].what
-        more = f" (and {len(errors) - 1} more: see below)" if len(errors) > 1 else ""
+        # The verdict stands alone (it is all `doctor -q` prints): it says where the rest is
+        # without pointing "below".
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         count = f"{len(errors)} error{'s' * (len(errors) != 1)}"
         if len(fixes) == 1:
             cure = f"To fix {'it' if len(errors) == 1 else 'them'}, run: {fixes[0]}"
         elif fixes:
-            cure = f"To fix them, run the {len(fixes)} commands listed as fixes, in order."
+            cure = f"To fix them, run the {len(fixes)} commands of doctor's fixes, in order."
         else:
-            cure = "No command cudatx knows fixes this; see why below."
+            cure = "No command cudatx knows fixes this; doctor's findings say why."
         return f"{count}: {head}{more}. {cure}"
     if warnings:
         count = f"{len(warnings)} warning{'s' * (len(warnings) != 1)}"

@@ -23,7 +23,7 @@ import re
 
 from cudatx.analysis import frameworks
 from cudatx.analysis.problems import short
-from cudatx.cache import file_key
+from cudatx.cache import Stale, file_key, memo
 from cudatx.discover.imports import Closure, import_closure
 from cudatx.environment import Environment
 from cudatx.loader.process import LoadResult
@@ -36,39 +36,35 @@ _CLOSURES: dict[tuple[str, str], Closure] = {}
 def _closure(env: Environment, entry: str, top: str) -> Closure:
     """import_closure, once per run, and across runs through the scan cache (valid while
     every file it read keeps its state)."""
-    memo = (entry, top)
-    found = _CLOSURES.get(memo)
+    seen = (entry, top)
+    found = _CLOSURES.get(seen)
     if found is not None:
         return found
-    cache = env.view.cache
-    key = os.path.join(entry, top)
-    text = cache.get("import closure", key, "") if cache is not None else None
-    if text is not None:
-        try:
-            data = json.loads(text)
-            files = tuple((str(p), str(s)) for p, s in data["files"])
-            if all(_state(p) == s for p, s in files):
-                found = Closure(frozenset(data["required"]), frozenset(data["optional"]), files)
-        except (TypeError, ValueError, KeyError):
-            if cache is not None:
-                cache.invalid()
-    if found is None:
-        found = import_closure(top, entry, env.view.real)
-        if cache is not None:
-            cache.put(
-                "import closure",
-                key,
-                "",
-                json.dumps(
-                    {
-                        "required": sorted(found.required),
-                        "optional": sorted(found.optional),
-                        "files": [list(f) for f in found.files],
-                    }
-                ),
-            )
-    _CLOSURES[memo] = found
+    found = memo(
+        env.view.cache,
+        "import closure",
+        os.path.join(entry, top),
+        "",  # valid while every file it read keeps its state: checked by _closure_from_json
+        lambda: import_closure(top, entry, env.view.real),
+        load=_closure_from_json,
+        dump=lambda closure: json.dumps(
+            {
+                "required": sorted(closure.required),
+                "optional": sorted(closure.optional),
+                "files": [list(f) for f in closure.files],
+            }
+        ),
+    )
+    _CLOSURES[seen] = found
     return found
+
+
+def _closure_from_json(text: str) -> Closure:
+    data = json.loads(text)
+    files = tuple((str(p), str(s)) for p, s in data["files"])
+    if not all(_state(p) == s for p, s in files):
+        raise Stale  # a file it read has changed since: read again
+    return Closure(frozenset(data["required"]), frozenset(data["optional"]), files)
 
 
 def _state(path: str) -> str | None:

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from cudatx.cache import memo_file
 from cudatx.digest import digest_file, record_encode
 from cudatx.discover.confinement import inside
 from cudatx.environment import Environment
 from cudatx.models import CONDA_PREFIX, Distribution, Frozen, RecordEntry, SystemPackage
+from cudatx.paths import is_library_name
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -33,6 +36,8 @@ __all__ = [
     "co_owned",
     "conda_record_of",
     "hollow",
+    "is_code",
+    "lost",
     "system_package",
 ]
 
@@ -62,6 +67,9 @@ class Hollow(Frozen):
     total: int  # entries checked: those with a hash, RECORD itself excluded
     examples: tuple[str, ...]  # up to five RECORD paths, as RECORD writes them
     emptied: bool  # every checked file outside its own metadata folder is missing or wrong
+    # missing entries Python imports or the loader maps (is_code), as RECORD writes them: a
+    # distribution that lost one is broken, whatever loads it now
+    lost: tuple[str, ...] = ()
 
 
 @dataclass
@@ -140,15 +148,17 @@ def _hash_file(path: str, algorithm: str, cache: ScanCache | None) -> str | None
     key = (path, algorithm, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key in _DIGESTS:
         return _DIGESTS[key]
-    kind = f"digest:{algorithm}"
-    stored = cache.get_file(kind, st) if cache is not None else None
-    if stored:
-        digest: str | None = stored
-    else:
+
+    def compute() -> str | None:
         raw = digest_file(path, algorithm)
-        digest = None if raw is None else record_encode(raw)
-        if cache is not None and digest is not None:
-            cache.put_file(kind, st, digest)
+        return None if raw is None else record_encode(raw)
+
+    def load(text: str) -> str:
+        if not text:
+            raise ValueError("an empty digest")
+        return text
+
+    digest = memo_file(cache, f"digest:{algorithm}", st, compute, load=load, dump=lambda d: d)
     _DIGESTS[key] = digest
     return digest
 
@@ -240,6 +250,7 @@ def hollow(env: Environment, names: Iterable[str] | None = None) -> tuple[Hollow
         meta = os.path.join(os.path.normpath(dist.metadata_dir), "")
         missing = wrong = total = payload = payload_bad = 0
         examples: list[str] = []
+        lost: list[str] = []
         for entry in _checked(dist):
             total += 1
             path = os.path.join(dist.site, entry.path)
@@ -250,6 +261,8 @@ def hollow(env: Environment, names: Iterable[str] | None = None) -> tuple[Hollow
                 continue
             if state == "missing":
                 missing += 1
+                if is_code(entry):
+                    lost.append(entry.path)
             else:
                 wrong += 1
             payload_bad += not inside_meta
@@ -265,17 +278,59 @@ def hollow(env: Environment, names: Iterable[str] | None = None) -> tuple[Hollow
                     total=total,
                     examples=tuple(examples),
                     emptied=payload > 0 and payload_bad == payload,
+                    lost=tuple(lost),
                 )
             )
     return tuple(out)
 
 
+def is_code(entry: RecordEntry) -> bool:
+    """Whether a RECORD entry is a file Python imports (`.py`) or the loader maps (a shared
+    library, an extension module). Not a bytecode cache, which Python writes again, nor an
+    empty file: an empty `__init__.py` gone leaves a namespace package whose submodules
+    import as before (the import system, PEP 420)."""
+    if entry.size == 0 or "__pycache__" in entry.path.split("/"):
+        return False
+    name = os.path.basename(entry.path)
+    return name.endswith(".py") or is_library_name(name)
+
+
+def lost(
+    before: Environment, after: Environment, dist: Distribution, keys: AbstractSet[str]
+) -> tuple[list[str], list[str]]:
+    """(missing, other bytes): the RECORD entries of `dist` at one of `keys` that the
+    change makes worse in `after` (a simulated environment), as RECORD writes them: right
+    before and not after, or there before (a twin's bytes, answering to the same name) and
+    gone after, the seed's own case. An entry missing before is not the change's doing."""
+    then, now = Ownership(before), Ownership(after)
+    missing: list[str] = []
+    other: list[str] = []
+    for entry in _checked(dist):
+        path = os.path.join(dist.site, entry.path)
+        if before.keys(path) not in keys:
+            continue
+        was = _state(then, dist, entry, path)
+        if was == "missing":
+            continue
+        state = _state(now, dist, entry, path)
+        if state == "missing":
+            missing.append(entry.path)
+        elif state == "wrong" and was is None:
+            other.append(entry.path)
+    return missing, other
+
+
 def _state(ctx: Ownership, dist: Distribution, entry: RecordEntry, path: str) -> str | None:
-    """'missing', 'wrong', or None when the entry looks right."""
+    """'missing', 'wrong', or None when the entry looks right; in a simulated environment,
+    as the change leaves the file (gone, or a staged file's bytes)."""
+    view = ctx.env.view
+    if view.gone(path):
+        return "missing"
+    real = view.real(path)
     try:
-        size = os.stat(path).st_size
+        size = os.stat(real).st_size
     except OSError:
-        return "wrong" if os.path.lexists(path) else "missing"  # a dangling link: wrong
+        return "wrong" if os.path.lexists(real) else "missing"  # a dangling link: wrong
     if entry.size is not None and size != entry.size:
         return "wrong"
     key = ctx.env.keys(path)

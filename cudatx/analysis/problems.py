@@ -24,6 +24,7 @@ class Problem(Frozen):
     distributions: tuple[str, ...] = ()
     consequences: tuple[str, ...] = ()  # what fails because of it, one line each
     removes: tuple[str, ...] = ()  # what the fix removes (`cudatx remove ... --repair`)
+    reinstalls: tuple[str, ...] = ()  # what the fix reinstalls, its own bytes restored
     # the system packages (dpkg, rpm) whose files the finding is about: what would have to
     # change, which cudatx never changes
     system_packages: tuple[SystemPackage, ...] = ()

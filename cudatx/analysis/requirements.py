@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from cudatx.cache import remembered
 from cudatx.discover.dists import applicable_requirements
 from cudatx.environment import Environment
+from cudatx.loader.fileview import OverlayView
 from cudatx.models import Distribution
 from cudatx.names import canonical_name
 
@@ -90,10 +91,13 @@ def unmet(env: Environment, memo: dict[str, Parsed] | None = None) -> dict[tuple
                     out[(dist.name, text)] = why
         return out
 
+    # A plan's environment after (an OverlayView) keeps its answer apart: under the same key
+    # it would push out the environment's own, which every warm run reads.
+    planned = isinstance(env.view, OverlayView)
     return remembered(
         env.view.cache,
         "unmet",
-        env.target.prefix,
+        env.target.prefix + (" (planned)" if planned else ""),
         facts,
         compute,
         read=lambda rows: {(d, r): why for d, r, why in rows},

@@ -164,6 +164,7 @@ def _propose_and_carry_out(
     ld_library_path: str | None,
     request: ChangeRequest,
     source: UvSource,
+    replacing: tuple[str, ...] = (),
 ) -> int:
     from cudatx.discover.target import require_environment
     from cudatx.planning.change import propose
@@ -171,13 +172,22 @@ def _propose_and_carry_out(
     require_environment(python)
     with scanned(python, ld_library_path) as env:
         _refuse_if_interrupted(env, request)
-        proposal = propose(env, uv_command, args, _planning(request, source))
+        proposal = propose(env, uv_command, args, _planning(request, source), replacing)
         return _carry_out(env, proposal, words, python, request, source)
 
 
 @click.command()
 @click.argument("specs", nargs=-1, metavar="SPEC...")
 @_requirement_option("Install what a requirements file names (as `uv pip install -r`).")
+@click.option(
+    "--replacing",
+    "replacing",
+    multiple=True,
+    metavar="SPEC",
+    help="Also uninstall these installed distributions, in the same transaction (a twin "
+    "whose files the arriving ones would write over: nvidia-cudnn-cu12 for "
+    "nvidia-cudnn-cu13). Repeatable; names and globs as `cudatx remove` takes them.",
+)
 @change_options
 @no_deps_option
 @uv_options
@@ -185,6 +195,7 @@ def _propose_and_carry_out(
 def install(
     specs: tuple[str, ...],
     requirement_files: tuple[str, ...],
+    replacing: tuple[str, ...],
     python: str | None,
     ld_library_path: str | None,
     request: ChangeRequest,
@@ -197,8 +208,10 @@ def install(
     if not specs and not requirement_files:
         raise UsageError("nothing to install: give at least one SPEC or -r FILE")
     args = (*specs, *(a for f in requirement_files for a in ("-r", f)))
-    words = _command_words("install", specs, ("-r", requirement_files))
-    return _propose_and_carry_out("install", args, words, python, ld_library_path, request, source)
+    words = _command_words("install", specs, ("-r", requirement_files), ("--replacing", replacing))
+    return _propose_and_carry_out(
+        "install", args, words, python, ld_library_path, request, source, replacing
+    )
 
 
 @click.command()

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import click
 
 import cudatx.cli.output as output
@@ -16,6 +21,9 @@ from cudatx.cli.options import (
     uv_options,
 )
 from cudatx.errors import EnvironmentNotFound, ExitCode
+
+if TYPE_CHECKING:
+    from cudatx.planning.change import Planning
 
 
 @click.command("check-requirements")
@@ -34,12 +42,20 @@ from cudatx.errors import EnvironmentNotFound, ExitCode
     show_default=True,
     help="sync: the file is the whole environment (uv pip sync); install: uv pip install "
     "-r; auto: sync for lock files and for pins that list every installed distribution "
-    "(now or as committed).",
+    "(now or as committed), or such a freeze less leaves nothing requires.",
 )
 @click.option(
     "--require-env",
     is_flag=True,
-    help="Fail (exit 3) when there is no environment to check, instead of skipping.",
+    help="Fail (exit 3) when there is no environment to check, instead of checking the "
+    "file's wheels alone.",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Plan installing FILE into an empty environment of the target interpreter (the "
+    "environment's, else the one `uv venv` picks) and judge its loads, besides checking its "
+    "wheels' paths; an existing environment is not compared.",
 )
 @strict_option
 @no_deps_option
@@ -51,6 +67,7 @@ def check_requirements(
     extras: tuple[str, ...],
     mode: str,
     require_env: bool,
+    fresh: bool,
     strict: bool,
     python: str | None,
     ld_library_path: str | None,
@@ -61,7 +78,12 @@ def check_requirements(
     files, pyproject.toml, uv.lock and pylock.toml: a file that pins every installed
     distribution (or a lock) means `uv pip sync`, any other `uv pip install -r`. Changes
     nothing. Quiet and exit 0 when safe; exit 1 with the broken libraries, the line
-    responsible (against the committed version, where git tracks the file) and the fix."""
+    responsible (against the committed version, where git tracks the file) and the fix.
+
+    With no environment (CI, a fresh clone), the file alone: the wheels uv resolves it to
+    (nothing built) and their RECORDs, so that two distributions writing one path with
+    different bytes are refused; --fresh also plans the whole install into an empty
+    environment."""
     from cudatx.discover.target import hook_target
     from cudatx.planning.checkreq import check_file
     from cudatx.render import checkreq as render
@@ -70,20 +92,92 @@ def check_requirements(
     if not files:
         return 0
     chosen = hook_target(python)
-    if chosen is None:
-        message = (
+    if chosen is None and require_env:
+        raise EnvironmentNotFound(
             "no environment to check (pass --python, in a pre-commit hook through its args, "
             "or create .venv)"
         )
-        if require_env:
-            raise EnvironmentNotFound(message)
-        click.echo(f"cudatx: {message}; skipped", err=True)
-        return 0
     how = planning(source, repair=False, check_requirements=True, strict=strict)
+    if chosen is None or fresh:
+        return _without_environment(
+            files,
+            chosen,
+            ld_library_path,
+            how,
+            extras=extras,
+            mode=mode,
+            fresh=fresh,
+            as_json=as_json,
+        )
     with scanned(chosen, ld_library_path, echo=False) as env:
         checks = [check_file(env, f, how, extras=extras, mode=mode) for f in files]
     if as_json:
         click.echo(render.to_json(checks))
     else:
         output.report(render.to_text(checks, env.target.site_packages), paint=colour.plan)
-    return 0 if all(c.plan.safe for c in checks) else ExitCode.FINDINGS
+    return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS
+
+
+def _without_environment(
+    files: tuple[str, ...],
+    chosen: str | None,
+    ld_library_path: str | None,
+    how: Planning,
+    *,
+    extras: tuple[str, ...],
+    mode: str,
+    fresh: bool,
+    as_json: bool,
+) -> int:
+    """The file alone, in an empty environment made for the check: of the interpreter of
+    `chosen` (an environment), else of the one `uv venv` picks here."""
+    from cudatx.cache import open_cache
+    from cudatx.discover.target import find_target, locate_interpreter
+    from cudatx.planning.checkreq import Wheels, check_conflicts, check_fresh
+    from cudatx.render import checkreq as render
+    from cudatx.render import colour
+    from cudatx.uv import cache_dir, run_uv, venv_argv
+
+    uv = how.uv()
+    base = None
+    if chosen is not None:
+        base = os.fspath(locate_interpreter(chosen, os.environ, Path.cwd())[0])
+    with tempfile.TemporaryDirectory(prefix="cudatx-fresh-") as folder:
+        venv = os.path.join(folder, "venv")
+        run_uv(uv, venv_argv(venv, base))
+        uv_cache = cache_dir(uv)
+        names = ", ".join(files)
+        if fresh:
+            with scanned(venv, ld_library_path, echo=False) as env:
+                output.info(
+                    f"cudatx: --fresh: planning {names} into an empty Python "
+                    f"{env.target.version} environment, and checking its wheels' paths"
+                )
+                wheels = Wheels(uv_cache, env.view.cache)
+                checks = [check_fresh(env, f, how, wheels, extras=extras, mode=mode) for f in files]
+                sites = env.target.site_packages
+        else:
+            target = find_target(venv)
+            output.info(
+                f"cudatx: no environment to check: checking the wheels {names} resolves to "
+                f"for Python {target.version} for paths two of them write with different "
+                "bytes (--fresh plans the whole install)"
+            )
+            ctx = click.get_current_context()
+            cache = None if ctx.meta.get("cudatx.no_cache") else open_cache()
+            try:
+                wheels = Wheels(uv_cache, cache)
+                checks = [
+                    check_conflicts(target, f, how, wheels, extras=extras, mode=mode) for f in files
+                ]
+            finally:
+                if cache is not None:
+                    cache.close()
+            sites = target.site_packages
+    for check in checks:
+        output.info(f"cudatx: {render.summary(check)}")
+    if as_json:
+        click.echo(render.to_json(checks))
+    else:
+        output.report(render.to_text(checks, sites), paint=colour.plan)
+    return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS

@@ -73,7 +73,8 @@ def history_prune(keep: int, python: str | None) -> int:
     from cudatx.txn.rollback import prune
 
     pruned = prune(_prefix(python), keep)
-    click.echo(f"Freed the snapshots of {len(pruned)} transactions.")
+    n = len(pruned)
+    click.echo(f"Freed the snapshot{'s' * (n != 1)} of {n} transaction{'s' * (n != 1)}.")
     return 0
 
 

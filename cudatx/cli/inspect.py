@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 import cudatx.cli.output as output
 from cudatx.cli.app import scanned
 from cudatx.cli.options import json_option, strict_option, target_options
 from cudatx.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @click.command()
@@ -77,15 +82,38 @@ def _picture(dot: str, dot_text: str, fmt: str) -> bytes:
     return done.stdout
 
 
+_MAX_RADIUS = 4
+
+
+def _fitting(graph: nx.MultiDiGraph, name: str, requires: bool) -> nx.MultiDiGraph:
+    """The part around `name` of the largest radius (1 to _MAX_RADIUS) whose text fits the
+    terminal's height (`LINES`, else the terminal's, else 40), as `less` shows a screen; at
+    least radius 1, however long."""
+    import shutil
+
+    from cudatx.analysis.graph import around
+    from cudatx.render.graph import render
+
+    rows = shutil.get_terminal_size((100, 40)).lines
+    best = around(graph, name, 1, requires=requires)
+    for radius in range(2, _MAX_RADIUS + 1):
+        wider = around(graph, name, radius, requires=requires)
+        if len(wider) == len(best) or render(wider, "text").count("\n") > rows:
+            break
+        best = wider
+    return best
+
+
 @click.command()
 @target_options
 @click.option(
     "--format",
     "fmt",
     type=click.Choice(["text", "json", "dot", "graphml", "mermaid", *_PICTURES]),
-    default=None,
-    help="Output format [default: text on a terminal, json otherwise]; svg and png are "
-    "drawn by Graphviz's dot.",
+    default="text",
+    show_default=True,
+    help="Output format (the same at a terminal and in a pipe); svg and png are drawn by "
+    "Graphviz's dot.",
 )
 @click.option(
     "--around",
@@ -98,9 +126,9 @@ def _picture(dot: str, dot_text: str, fmt: str) -> bytes:
 @click.option(
     "--radius",
     type=click.IntRange(min=0),
-    default=2,
-    show_default=True,
-    help="With --around: how many edges away to go, in either direction.",
+    default=None,
+    help="With --around: how many edges away to go, in either direction [default: the "
+    f"largest, up to {_MAX_RADIUS}, whose text fits the terminal's height, at least 1].",
 )
 @click.option(
     "--requires",
@@ -111,9 +139,9 @@ def _picture(dot: str, dot_text: str, fmt: str) -> bytes:
 def graph(
     python: str | None,
     ld_library_path: str | None,
-    fmt: str | None,
+    fmt: str,
     around_name: str | None,
-    radius: int,
+    radius: int | None,
     with_requires: bool,
 ) -> int:
     """The environment as a graph: distributions, ELF files and sonames, with their owns,
@@ -123,14 +151,16 @@ def graph(
     from cudatx.analysis.graph import around, build_graph
     from cudatx.render.graph import render
 
-    if fmt is None:
-        # People read a tree; a pipe gets the JSON a program reads (and `> file` too).
-        fmt = "text" if sys.stdout.isatty() else "json"
+    # One format unless --format says otherwise: `cudatx graph | less` shows what the
+    # terminal shows (it printed 354 KB of JSON when the format followed isatty).
     dot = _find_dot(fmt) if fmt in _PICTURES else ""
     with scanned(python, ld_library_path) as env:
         result = build_graph(env)
     if around_name is not None:
-        result = around(result, around_name, radius, requires=with_requires)
+        if radius is None:
+            result = _fitting(result, around_name, with_requires)
+        else:
+            result = around(result, around_name, radius, requires=with_requires)
     if fmt in _PICTURES:
         sys.stdout.buffer.write(_picture(dot, render(result, "dot"), fmt))
         sys.stdout.buffer.flush()

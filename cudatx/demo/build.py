@@ -9,13 +9,15 @@ The trap README.md opens with, made of tiny real libraries installed by real uv:
 (``libcudnn.so.9`` and the seven sub-libraries it dlopens); the second install wrote its
 CUDA 13 bytes there, so the CUDA 12 torch now loads a CUDA 13 cuDNN without a word, and
 uninstalling ``nvidia-cudnn-cu13`` would delete the files ``nvidia-cudnn-cu12`` still lists.
-The same second install brings ``cudatx-demo-plugin``, whose library its Python code loads by
-a path put together at run time: no scan can see that load, a traced run (`cudatx trace`) does.
+The same second install brings a serving stack, ``cudatx-demo-serve``, whose Python code
+loads the library of an optional plug-in, ``cudatx-demo-plugin`` (a library-only wheel, as the
+NVIDIA wheels are), by a path put together at run time from what the request asks for: no
+scan can see that load, a traced run (`cudatx trace`) does.
 
 Everything is written under ``workdir``:
 
 - ``build/``: the compiled objects (absent when the prebuilt copies are used),
-- ``wheels/``: the six wheels,
+- ``wheels/``: the seven wheels,
 - ``venv/``: the environment,
 - ``uv-cache/``, ``tmp/``: uv's cache and the tools' TMPDIR, so nothing persists elsewhere.
 """
@@ -204,30 +206,38 @@ CUDNN_CU13 = DemoWheel(
 PLUGIN = DemoWheel(
     "cudatx-demo-plugin",
     "1.0",
-    "cudatx demo stand-in for a serving plug-in, loaded by path when a request needs it",
+    "cudatx demo stand-in for a serving plug-in's library (no Python code of its own)",
     ("nvidia-cublas-cu12",),
 )
-DEMO_WHEELS = (TORCH, CUDA_RUNTIME_CU12, CUBLAS_CU12, CUDNN_CU12, CUDNN_CU13, PLUGIN)
-# The training stack, installed first; the serving stack's cuDNN and plug-in come second.
+SERVE = DemoWheel(
+    "cudatx-demo-serve",
+    "1.0",
+    "cudatx demo stand-in for a serving stack that loads a plug-in when a request needs it",
+)
+DEMO_WHEELS = (TORCH, CUDA_RUNTIME_CU12, CUBLAS_CU12, CUDNN_CU12, CUDNN_CU13, PLUGIN, SERVE)
+# The training stack, installed first; the serving stack, its cuDNN and plug-in come second.
 FIRST_INSTALL = (TORCH, CUDA_RUNTIME_CU12, CUBLAS_CU12, CUDNN_CU12)
-SECOND_INSTALL = (CUDNN_CU13, PLUGIN)
+SECOND_INSTALL = (CUDNN_CU13, PLUGIN, SERVE)
 
 PLUGIN_PACKAGE = "cudatx_demo_plugin"
-# The plug-in's loader: the file's name is put together when a request needs it, so that
-# nothing a scan reads names it (only a run, `cudatx trace`, shows the load).
-_PLUGIN_INIT_PY = """\
-# cudatx demo stand-in for a serving plug-in's Python side (not NVIDIA code).
+SERVE_PACKAGE = "cudatx_demo_serve"
+# The serving stack's loader: the plug-in's path is put together from what the request asks
+# for, so that nothing a scan reads names it (only a run, `cudatx trace`, shows the load).
+# The plug-in is optional, as plug-ins are: the serving stack does not require it.
+_SERVE_INIT_PY = """\
+# cudatx demo stand-in for a serving stack's Python side (not NVIDIA code).
 import ctypes
 import os
 
 
-def load() -> int:
-    \"\"\"Load the plug-in, as serving code does when the first request needs it.\"\"\"
-    name = "libdemo_" + "plugin.so"
-    return ctypes.CDLL(os.path.join(os.path.dirname(__file__), name)).cudatx_demo_plugin_answer()
+def load(kind: str) -> int:
+    \"\"\"Load the plug-in `kind`, as serving code does when the first request needs it.\"\"\"
+    site = os.path.dirname(os.path.dirname(__file__))
+    path = os.path.join(site, f"cudatx_demo_{kind}", f"libdemo_{kind}.so")
+    return ctypes.CDLL(path).cudatx_demo_plugin_answer()
 """
 # The workload `cudatx demo` traces: what serving a first request runs.
-PLUGIN_WORKLOAD = f"import {PLUGIN_PACKAGE}; {PLUGIN_PACKAGE}.load()"
+PLUGIN_WORKLOAD = f'import {SERVE_PACKAGE}; {SERVE_PACKAGE}.load("plugin")'
 
 
 @dataclass(frozen=True)
@@ -260,10 +270,8 @@ def _wheel_files(libs: DemoLibraries) -> dict[DemoWheel, dict[str, bytes]]:
         },
         CUDNN_CU12: _cudnn_files(libs, 12),
         CUDNN_CU13: _cudnn_files(libs, 13),
-        PLUGIN: {
-            f"{PLUGIN_PACKAGE}/__init__.py": _PLUGIN_INIT_PY.encode(),
-            f"{PLUGIN_PACKAGE}/libdemo_plugin.so": libs.read("plugin"),
-        },
+        PLUGIN: {f"{PLUGIN_PACKAGE}/libdemo_plugin.so": libs.read("plugin")},
+        SERVE: {f"{SERVE_PACKAGE}/__init__.py": _SERVE_INIT_PY.encode()},
     }
 
 
@@ -434,7 +442,8 @@ def build_demo(
         "(nor libnvrtc.so.13): this environment has cuBLAS 12 only"
     )
     story.append(
-        f"{PLUGIN.name}'s libdemo_plugin.so is loaded by path only when a request needs it "
-        f"({PLUGIN_PACKAGE}.load()): nothing names it, so only a traced run shows the load"
+        f"{PLUGIN.name}'s libdemo_plugin.so is loaded by {SERVE.name}'s code, by a path put "
+        "together only when a request needs it (" + PLUGIN_WORKLOAD.split("; ")[1] + "): nothing "
+        "names it, so only a traced run shows the load"
     )
     return DemoEnv(venv=venv, python=python, story=tuple(story), wheels=wheel_dir)

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import NoneType
 from typing import TYPE_CHECKING
 
-from cudatx.cache import file_key
+from cudatx.cache import file_key, memo
 from cudatx.cache import settled as is_settled
 from cudatx.codec import decode, encode
 from cudatx.models import Distribution, Finding, Frozen, RecordEntry
@@ -335,19 +335,19 @@ def cached(
     """What `read` gives (a distribution, and findings added to `findings`), from the scan
     cache at `where` (kind, key, state) when it holds it; else read, and kept there when the
     files read are `settled` and none was unreadable (a later run may read it)."""
-    text = cache.get(*where)
-    if text is not None:
-        try:
-            dist, said = _unstore(text)
-            findings.extend(said)
-            return dist
-        except (TypeError, ValueError):  # cudatx.codec.Invalid is a ValueError
-            cache.invalid()
-    own: list[Finding] = []
-    dist = read(own)
-    findings.extend(own)
-    if settled and not any(f.kind == "unreadable" for f in own):
-        cache.put(*where, _store(dist, own))
+
+    def compute() -> tuple[Distribution | None, tuple[Finding, ...]]:
+        own: list[Finding] = []
+        return read(own), tuple(own)
+
+    def dump(answer: tuple[Distribution | None, tuple[Finding, ...]]) -> str | None:
+        dist, own = answer
+        if settled and not any(f.kind == "unreadable" for f in own):
+            return _store(dist, list(own))
+        return None  # a later run may read it
+
+    dist, said = memo(cache, *where, compute, load=_unstore, dump=dump)
+    findings.extend(said)
     return dist
 
 

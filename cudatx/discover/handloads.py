@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cudatx.cache import file_key, settled
+from cudatx.cache import file_key, memo, settled
 from cudatx.reading import MAX_METADATA, read_bounded
 
 if TYPE_CHECKING:
@@ -825,14 +825,15 @@ def cached_hand_loads(
 ) -> PackageLoads:
     """`compute()`, kept in the scan cache under `key` for as long as the distribution's
     RECORD (`state`) stays the same: its .py files change only with it."""
-    stored = cache.get("hand loads", key, ":".join(file_key(state))) if cache and state else None
-    if stored is not None:
-        try:
-            return loads_from_json(stored)
-        except (TypeError, ValueError, KeyError):
-            if cache is not None:
-                cache.invalid()
-    found = compute()
-    if cache is not None and state is not None and settled(state):
-        cache.put("hand loads", key, ":".join(file_key(state)), loads_to_json(found))
-    return found
+    if state is None:
+        return compute()
+    keep = settled(state)  # see cache.RACY_NS
+    return memo(
+        cache,
+        "hand loads",
+        key,
+        ":".join(file_key(state)),
+        compute,
+        load=loads_from_json,
+        dump=lambda found: loads_to_json(found) if keep else None,
+    )

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cudatx.cache import file_key
+from cudatx.cache import Unkept, file_key, memo_file
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -69,22 +69,22 @@ def imports_of(
         st = os.stat(path)
     except (OSError, ValueError):
         return ()
-    memo = (path, *file_key(st))
-    found = _MEMO.get(memo)
+    seen = (path, *file_key(st))
+    found = _MEMO.get(seen)
     if found is not None:
         return found
-    text = cache.get_file("imports", st) if cache is not None else None
-    if text is not None:
-        found = tuple(text.split()) if text else ()
-    else:
+
+    def compute() -> tuple[str, ...]:
         try:
             with open(path, "rb") as handle:
-                found = imported_top_levels(handle.read())
+                return imported_top_levels(handle.read())
         except OSError:
-            return ()
-        if cache is not None:
-            cache.put_file("imports", st, " ".join(found))
-    _MEMO[memo] = found
+            raise Unkept(()) from None
+
+    found = memo_file(
+        cache, "imports", st, compute, load=lambda text: tuple(text.split()), dump=" ".join
+    )
+    _MEMO[seen] = found
     return found
 
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from cudatx.cache import file_key
+from cudatx.cache import file_key, memo_file
 from cudatx.discover.catalog import (
     LoadList,
     PreloadEntry,
@@ -422,23 +422,18 @@ _PARSED: dict[tuple[str, str, str], Preloads] = {}
 def _read_torch(source: str, cache: ScanCache | None) -> Preloads:
     """The preloads of torch's source; raises OSError, SyntaxError, ValueError, _Shape."""
     st = os.stat(source)
-    memo = (source, *file_key(st))
-    if memo in _PARSED:
-        return _PARSED[memo]
-    text = cache.get_file("preloads", st) if cache is not None else None
-    parsed = None
-    if text is not None:
-        try:
-            parsed = preloads_from_json(json.loads(text))
-        except (TypeError, KeyError, ValueError):
-            if cache is not None:
-                cache.invalid()
-    if parsed is None:
-        text = read_bounded(source, MAX_METADATA).decode("utf-8")
-        parsed = parse_torch_init(text, source)
-        if cache is not None:
-            cache.put_file("preloads", st, json.dumps(preloads_to_json(parsed)))
-    _PARSED[memo] = parsed
+    seen = (source, *file_key(st))
+    if seen in _PARSED:
+        return _PARSED[seen]
+    parsed = memo_file(
+        cache,
+        "preloads",
+        st,
+        lambda: parse_torch_init(read_bounded(source, MAX_METADATA).decode("utf-8"), source),
+        load=lambda text: preloads_from_json(json.loads(text)),
+        dump=lambda found: json.dumps(preloads_to_json(found)),
+    )
+    _PARSED[seen] = parsed
     return parsed
 
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from cudatx.cache import file_key, settled
+from cudatx.cache import Stale, file_key, memo, settled
 from cudatx.codec import decode, encode
 from cudatx.models import PythonTarget
 from cudatx.paths import is_library_name
@@ -70,19 +70,17 @@ def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[st
     warm run only looks at the folders: one stat each. Symlinks are asked again every time
     (whether one points at a folder is not a fact of the folder holding it).
     """
-    text = cache.get("walk", top, "") if cache is not None else None
-    if text is not None:
-        try:
-            listed = decode(_LISTING, text)
-        except ValueError:
-            assert cache is not None
-            cache.invalid()
-        else:
-            if all(_folder_state(f.path) == f.state for f in listed):
-                return [(f.path, _files(f)) for f in listed]
-    found = _walk_folders(top)
-    if cache is not None and all(f.state for f in found):
-        cache.put("walk", top, "", encode(found))
+
+    def load(text: str) -> _LISTING:
+        listed = decode(_LISTING, text)
+        if not all(_folder_state(f.path) == f.state for f in listed):
+            raise Stale(top)
+        return listed
+
+    def dump(found: _LISTING) -> str | None:
+        return encode(found) if all(f.state for f in found) else None
+
+    found = memo(cache, "walk", top, "", lambda: _walk_folders(top), load=load, dump=dump)
     return [(f.path, _files(f)) for f in found]
 
 

@@ -113,7 +113,7 @@ def _serve(paths: Sequence[str], fd: int) -> None:
                 try:
                     names = list(rodata_sonames(path))
                 except ElfReadError as exc:
-                    if exc.io:
+                    if exc.passing:
                         continue  # a passing failure: the scan reads it again itself
                     names = []  # what the scan keeps for a file that is no ELF object
                 out.write(json.dumps([path, names]).encode() + b"\n")

@@ -210,17 +210,21 @@ def _read(path: str, reader: Callable[[IO[bytes], _Elf], _T]) -> _T:
         fd, _ = open_regular(path)
         with open(fd, "rb") as stream:
             return reader(stream, _read_header(path, stream))
-    except ElfReadError:
+    except (ElfReadError, ImportError):
+        # An ImportError is cudatx's own install (pyelftools missing), not the file: it must
+        # not be reported, or cached, as "malformed ELF" for every library there is.
         raise
     except PermissionError:
-        raise ElfReadError(path, "permission denied", io=True) from None
+        raise ElfReadError(path, "permission denied", passing=True) from None
     except OSError as exc:
-        raise ElfReadError(path, f"cannot read: {exc.strerror or exc}", io=True) from None
+        raise ElfReadError(path, f"cannot read: {exc.strerror or exc}", passing=True) from None
     except _PastTheEnd:
         raise ElfReadError(path, "truncated ELF file") from None
     except Exception as exc:
         # Garbage offsets, counts or enum values in a damaged file: never a crash of the scan.
-        raise ElfReadError(path, f"malformed ELF: {exc}") from None
+        # Not cached either (passing): the same exception may be a fault of the reading code,
+        # which the next cudatx fixes; a damaged file is then merely read again each run.
+        raise ElfReadError(path, f"malformed ELF: {exc}", passing=True) from None
 
 
 def _read_header(path: str, stream: IO[bytes]) -> _Elf:

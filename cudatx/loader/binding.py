@@ -123,11 +123,13 @@ def unbound(
     *,
     opaque: bool,
     readable: Iterable[str] = (),
+    unmapped: bool = False,
 ) -> list[tuple[str, str | None]]:
     """The `references` (Symbols.references: .dynsym order) among `missing`
     (unbound_keys), as (name, version). `opaque`: the scope holds an object whose symbols are
     unknown, which could define any C name; `readable` then names the files (sonames)
-    whose versions only known objects can define."""
+    whose versions only known objects can define. `unmapped`: a name of the load was not
+    found at all, and what it would have mapped could define any name, C++ ones too."""
     known = set(readable)
     out: list[tuple[str, str | None]] = []
     for name, version, file in references:
@@ -135,7 +137,7 @@ def unbound(
             continue
         # The unknown object could define a C name, and a version of a file not read here.
         unknowable = version is None or file is None or file not in known
-        if opaque and not name.startswith("_Z") and unknowable:
+        if unknowable and (unmapped or (opaque and not name.startswith("_Z"))):
             continue
         out.append((name, version))
     return out

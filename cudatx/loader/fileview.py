@@ -14,9 +14,9 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from cudatx.cache import file_key, settled
+from cudatx.cache import Stale, Unkept, file_key, memo, memo_file, settled
 from cudatx.codec import decode, encode
 from cudatx.elf.exports import Definitions
 from cudatx.errors import ElfReadError
@@ -46,6 +46,7 @@ class Probe:
 
 _MISSING = Probe(Seen.MISSING)
 _NAMES = tuple[str, ...]
+_T = TypeVar("_T")
 
 
 class FileView:
@@ -125,11 +126,20 @@ class FileView:
         cannot be read. Read only when a symbol check needs them, with what the object
         defines (exports), and kept in the scan cache apart from the probe."""
         if path not in self._symbols:
-            stored = self._stored_symbols(path)
-            if stored is None:
-                self._read_symbol_facts(path)
+            st = self._stats.get(path)
+            probe = self.probe(path)
+            if st is None or probe.info is None:
+                self._symbols[path] = None
+                self.tables[probe.file_id or path] = None
             else:
-                self._symbols[path] = stored[0]
+                self._symbols[path] = memo_file(
+                    self.cache,
+                    "syms",
+                    st,
+                    lambda: self._read_symbol_facts(path),
+                    load=lambda text: None if text == "null" else decode(Symbols, text),
+                    dump=lambda found: "null" if found is None else encode(found),
+                )
         return self._symbols[path]
 
     def exports(self, path: str) -> Definitions | None:
@@ -142,15 +152,14 @@ class FileView:
             return None
         key: object = probe.file_id or path
         if key not in self.tables:
-            if path in self._symbols:
-                from cudatx.elf.reader import read_exports
+            self.symbols(path)  # where the references are not kept: one read of both
+        if key not in self.tables:
+            from cudatx.elf.reader import read_exports
 
-                try:
-                    self.tables[key] = read_exports(path)
-                except ElfReadError:
-                    self.tables[key] = None
-            else:
-                self._read_symbol_facts(path)
+            try:
+                self.tables[key] = read_exports(path)
+            except ElfReadError:
+                self.tables[key] = None
         return self.tables[key]
 
     def state(self, path: str) -> str | None:
@@ -162,56 +171,41 @@ class FileView:
         where, what = file_key(st)
         return f"{where}:{what}"
 
-    def recall(self, kind: str, key: str) -> str | None:
-        """A verdict kept in the scan cache under the exact text `key` (None: not kept)."""
-        if self.cache is None:
-            return None
-        return self.cache.get(kind, f"{zlib.crc32(key.encode()):08x}:{len(key)}", key)
+    def remember(
+        self,
+        kind: str,
+        key: str | None,
+        compute: Callable[[], _T],
+        *,
+        load: Callable[[str], _T],
+        dump: Callable[[_T], str | None],
+    ) -> _T:
+        """A verdict kept in the scan cache under the exact text `key` (cudatx.cache.memo);
+        computed every time where `key` is None (a file read was not settled)."""
+        return memo(
+            self.cache if key else None,
+            kind,
+            f"{zlib.crc32((key or '').encode()):08x}:{len(key or '')}",
+            key or "",
+            compute,
+            load=load,
+            dump=dump,
+        )
 
-    def keep(self, kind: str, key: str, text: str) -> None:
-        if self.cache is not None:
-            self.cache.put(kind, f"{zlib.crc32(key.encode()):08x}:{len(key)}", key, text)
-
-    def _stored_symbols(self, path: str) -> tuple[Symbols | None] | None:
-        """What the scan cache holds of the object's references, or None: nothing usable."""
-        st = self._stats.get(path)
-        if st is None or self.cache is None:
-            return None
-        text = self.cache.get_file("syms", st)
-        if text is None:
-            return None
-        if text == "null":
-            return (None,)
-        try:
-            return (decode(Symbols, text),)
-        except ValueError:
-            self.cache.invalid()
-            return None
-
-    def _read_symbol_facts(self, path: str) -> None:
-        """The object's references (kept in the scan cache) and what it defines (kept for
-        the run), from one read of the tables both come from."""
-        st = self._stats.get(path)
-        probe = self.probe(path)
-        if st is None or probe.info is None:
-            self._symbols[path] = None
-            self.tables[probe.file_id or path] = None
-            return
+    def _read_symbol_facts(self, path: str) -> Symbols | None:
+        """The object's references (what symbols() keeps in the scan cache), and what it
+        defines kept for the run, from one read of the tables both come from."""
         from cudatx.elf.reader import read_symbol_facts
 
-        symbols: Symbols | None
-        exports: Definitions | None
+        key: object = self.probe(path).file_id or path
         try:
-            symbols, exports = read_symbol_facts(path)
+            symbols, self.tables[key] = read_symbol_facts(path)
         except ElfReadError as exc:
-            symbols = exports = None
-            if exc.io:
-                st = None  # a passing failure to read: nothing kept
-        self._symbols[path] = symbols
-        self.tables[probe.file_id or path] = exports
-        if self.cache is not None and st is not None:
-            text = "null" if symbols is None else encode(symbols)
-            self.cache.put_file("syms", st, text)
+            self.tables[key] = None
+            if exc.passing:
+                raise Unkept(None) from None  # a passing failure to read: nothing kept
+            return None
+        return symbols
 
     def glob(self, pattern: str) -> list[str]:
         """Python's glob, in its own (directory) order, as the package's code sees it."""
@@ -247,33 +241,32 @@ class FileView:
                 st = os.stat(path)
             except (OSError, ValueError):
                 return ()
-        if self.cache is not None:
-            text = self.cache.get_file("rodata", st)
-            if text is not None:
-                try:
-                    return decode(_NAMES, text)
-                except ValueError:
-                    self.cache.invalid()
-        fetched = self._prefetch.take(path) if self._prefetch is not None else None
-        if fetched is not None:
-            found = fetched
-        else:
+
+        def compute() -> tuple[str, ...]:
+            fetched = self._prefetch.take(path) if self._prefetch is not None else None
+            if fetched is not None:
+                return fetched
             from cudatx.elf.reader import rodata_sonames
 
             try:
-                found = rodata_sonames(path)
+                return rodata_sonames(path)
             except ElfReadError as exc:
-                if exc.io:
-                    return ()
-                found = ()
-        if self.cache is not None:
-            self.cache.put_file("rodata", st, encode(found))
-        return found
+                if exc.passing:
+                    raise Unkept(()) from None
+                return ()  # no ELF object: none, a fact of its bytes
+
+        return memo_file(
+            self.cache, "rodata", st, compute, load=lambda t: decode(_NAMES, t), dump=encode
+        )
 
     def real(self, path: str) -> str:
         """The file that holds the bytes `path` would have: itself, unless a simulated
         install puts a staged file there."""
         return path
+
+    def gone(self, path: str) -> bool:
+        """Whether a simulated change deleted `path`: never, for the files as they are."""
+        return False
 
     def _probe(self, path: str) -> Probe:
         try:
@@ -288,27 +281,35 @@ class FileView:
             # "cannot read file data" and gives up (elf/dl-load.c open_verify).
             return Probe(Seen.BAD, reason="cannot read file data", file_id=file_id)
         self._stats[path] = st
-        if self.cache is not None:
-            text = self.cache.get_file("elf", st)
-            if text is not None:
-                probe = _from_stored(text, path, file_id)
-                if probe is None:
-                    self.cache.invalid()
-                elif probe is not _ANOTHER_NAME:
-                    return probe
-        from cudatx.elf.reader import read_object
+        return memo_file(
+            self.cache,
+            "elf",
+            st,
+            lambda: _read_probe(path, file_id),
+            load=lambda text: _from_stored(text, path, file_id),
+            dump=_to_stored,
+        )
 
-        try:
-            info, inits = read_object(path)
-        except ElfReadError as exc:
-            seen = Seen.DENIED if exc.reason == "permission denied" else Seen.BAD
-            if self.cache is not None and not exc.io:
-                self.cache.put_file("elf", st, encode(_Stored(bad=exc.reason)))
-            return Probe(seen, reason=exc.reason, file_id=file_id)
-        if self.cache is not None:
-            fact = _Stored(info=replace(info, path=""), inits=inits, asked=pyinit_name(path))
-            self.cache.put_file("elf", st, encode(fact))
-        return Probe(Seen.ELF, info=info, file_id=file_id, inits=inits)
+
+def _read_probe(path: str, file_id: tuple[int, int]) -> Probe:
+    from cudatx.elf.reader import read_object
+
+    try:
+        info, inits = read_object(path)
+    except ElfReadError as exc:
+        seen = Seen.DENIED if exc.reason == "permission denied" else Seen.BAD
+        probe = Probe(seen, reason=exc.reason, file_id=file_id)
+        if exc.passing:
+            raise Unkept(probe) from None
+        return probe
+    return Probe(Seen.ELF, info=info, file_id=file_id, inits=inits)
+
+
+def _to_stored(probe: Probe) -> str:
+    if probe.info is None:
+        return encode(_Stored(bad=probe.reason))
+    asked = pyinit_name(probe.info.path)
+    return encode(_Stored(info=replace(probe.info, path=""), inits=probe.inits, asked=asked))
 
 
 class _Stored(Frozen):
@@ -322,22 +323,16 @@ class _Stored(Frozen):
     bad: str | None = None
 
 
-_ANOTHER_NAME = Probe(Seen.MISSING)  # an entry stored for a hard link of another name
-
-
-def _from_stored(text: str, path: str, file_id: tuple[int, int]) -> Probe | None:
-    """A probe from what the cache holds; None when it holds something else, _ANOTHER_NAME
-    when it was stored under a name that asks of another PyInit name."""
-    try:
-        stored = decode(_Stored, text)
-    except ValueError:  # cudatx.codec.Invalid
-        return None
+def _from_stored(text: str, path: str, file_id: tuple[int, int]) -> Probe:
+    """A probe from what the cache holds (ValueError when it holds something else); Stale
+    when it was stored under a hard link of another name, which asks of another PyInit name."""
+    stored = decode(_Stored, text)
     if stored.bad is not None:
         return Probe(Seen.BAD, reason=stored.bad, file_id=file_id)
     if stored.info is None:
-        return None
+        raise ValueError("neither an ELF object nor a reason")
     if stored.asked != pyinit_name(path):
-        return _ANOTHER_NAME
+        raise Stale(path)
     info = replace(stored.info, path=path)
     return Probe(Seen.ELF, info=info, file_id=file_id, inits=stored.inits)
 
@@ -384,6 +379,17 @@ class OverlayView(FileView):
         """The staged file a simulated install puts at `path`, if any."""
         return self._arriving.get(self._key(path)) if self._arriving else None
 
+    def _on_disk(self, path: str) -> str:
+        """`path` as the files there now answer it: where it climbs out (`..`) of a folder
+        only the install creates (an arriving extension's `$ORIGIN/../prov/lib`), the
+        kernel cannot walk it today, and will once the folder is there: its key, which
+        resolves the folders there are."""
+        if self._new_folders and "/../" in path:
+            head = path.split("/../", 1)[0]
+            if self._key(os.path.join(head, "x"))[:-2] in self._new_folders:
+                return self._key(path)
+        return path
+
     def real(self, path: str) -> str:
         staged = self._staged(path)
         return staged if staged is not None else self._base.real(path)
@@ -392,31 +398,31 @@ class OverlayView(FileView):
         staged = self._staged(path)
         if staged is not None:
             return self._base.probe(staged)
-        return _MISSING if self._is_gone(path) else self._base.probe(path)
+        return _MISSING if self._is_gone(path) else self._base.probe(self._on_disk(path))
 
     def strings(self, path: str) -> tuple[str, ...]:
         staged = self._staged(path)
         if staged is not None:
             return self._base.strings(staged)
-        return () if self._is_gone(path) else self._base.strings(path)
+        return () if self._is_gone(path) else self._base.strings(self._on_disk(path))
 
     def symbols(self, path: str) -> Symbols | None:
         staged = self._staged(path)
         if staged is not None:
             return self._base.symbols(staged)
-        return None if self._is_gone(path) else self._base.symbols(path)
+        return None if self._is_gone(path) else self._base.symbols(self._on_disk(path))
 
     def exports(self, path: str) -> Definitions | None:
         staged = self._staged(path)
         if staged is not None:
             return self._base.exports(staged)
-        return None if self._is_gone(path) else self._base.exports(path)
+        return None if self._is_gone(path) else self._base.exports(self._on_disk(path))
 
     def state(self, path: str) -> str | None:
         staged = self._staged(path)
         if staged is not None:
             return self._base.state(staged)
-        return None if self._is_gone(path) else self._base.state(path)
+        return None if self._is_gone(path) else self._base.state(self._on_disk(path))
 
     def is_folder(self, path: str) -> bool:
         if self._new_folders and self._key(os.path.join(path, "x"))[:-2] in self._new_folders:

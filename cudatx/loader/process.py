@@ -22,7 +22,10 @@ objects, and the global scope with what RTLD_GLOBAL loads add to it.
 
 Deliberate deviations from glibc (also listed in README.md):
 - after a need that cannot be met, resolution goes on so that one run names every missing
-  library; glibc stops at the first and unloads what that dlopen mapped;
+  library; glibc stops at the first and unloads what that dlopen mapped. Versions and
+  symbols are checked too, of what was found, and every failure is written, not the first
+  only: a diagnosis must name the whole damage, so that its fixes cure it in one round
+  (where a name is missing, a symbol is judged only if its version belongs to a file read);
 - LD_PRELOAD, /etc/ld.so.preload, audit modules and secure-mode (setuid) rules are not
   modelled; an empty search-path element means cudatx's working folder;
 - glibc-hwcaps entries of /etc/ld.so.cache are ignored (cudatx.elf.ldcache).
@@ -280,8 +283,12 @@ class Process:
                     if new:
                         mapped_by[id(dep)] = len(resolutions) - 1
                         queue.append(dep)
-        if root_is_new and all(_ok(r) for r in resolutions):
-            self._check(first_obj, queue, resolutions, mapped_by, edges, now)
+        if root_is_new:
+            # glibc checks versions and symbols only once every name is mapped; the replay
+            # checks them anyway, what was found against what was found, so that one pass
+            # names every missing library, version and symbol (module docstring).
+            partial = not all(_ok(r) for r in resolutions)
+            self._check(first_obj, queue, resolutions, mapped_by, edges, now, partial)
         return LoadResult(
             root=root,
             ok=all(_ok(r) for r in resolutions),
@@ -299,11 +306,15 @@ class Process:
         mapped_by: dict[int, int],
         edges: dict[tuple[int, str], int],
         now: bool,
+        partial: bool = False,
     ) -> None:
-        """glibc's checks of a dlopen whose every name was found; the first failure is
-        written on the resolution it belongs to, which makes the dlopen fail."""
+        """glibc's checks of a dlopen: each failure is written on the resolution it belongs
+        to, which makes the dlopen fail. glibc stops at the first; every one is written here.
+        `partial`: a name of this dlopen was not found, so its object is not in the scope and
+        could define any symbol (only a version a file read here defines is judged)."""
         fresh = {id(o) for o in new}
         order = [o for o in self.search_list(root) if id(o) in fresh]
+        lacking: dict[int, set[str]] = {}  # object -> the versions already said missing
         for obj in order:  # _dl_check_map_versions, in search-list order
             for need in obj.info.version_needs:
                 provider = self._already(need.file)
@@ -311,10 +322,10 @@ class Process:
                     continue
                 missing = binding.missing_versions(obj.info, need.file, provider.info)
                 if missing:
+                    lacking.setdefault(id(obj), set()).update(missing)
                     at = edges.get((id(obj), need.file), mapped_by[id(obj)])
                     message = binding.version_message(provider.path, missing[0], obj.path)
                     self._fail(resolutions, at, message, tuple(f"`{v}'" for v in missing))
-                    return
         checked = [o for o in reversed(order) if now or binding.binds_now(o.info)]
         if not checked:
             return
@@ -326,29 +337,35 @@ class Process:
         memo = tuple(
             (o.file_id, o.opaque, frozenset(o.names)) for o in (*checked, None, *scope) if o
         )
-        memo_key = (len(checked), memo)
+        memo_key = (len(checked), partial, memo)
         found = self.view.verdicts.get(memo_key)
         if found is None:
-            key = self._binding_key(checked, scope)
-            kept = self.view.recall("binding", key) if key else None
-            if kept is not None:
-                found = json.loads(kept)
-            else:
-                found = self._bind(checked, scope)
-                if key:
-                    self.view.keep("binding", key, json.dumps(found))
+            found = self.view.remember(
+                "binding",
+                self._binding_key(checked, scope, partial),
+                lambda: self._bind(checked, scope, partial),
+                load=json.loads,
+                dump=json.dumps,
+            )
             self.view.verdicts[memo_key] = found
-        if found:
-            index, name, version, file, missing = found
+        for index, name, version, file, missing in found:
             obj = checked[index]
+            said = lacking.get(id(obj), set())
+            # A symbol of a version already said missing is that failure again.
+            missing = [m for m in missing if m.partition("@")[2] not in said]
+            if not missing:
+                continue
+            if version in said:
+                name, _, version = missing[0].partition("@")
+                version, file = version or None, None
             at = mapped_by[id(obj)]
             if file:
                 at = edges.get((id(obj), file), at)
             message = binding.symbol_message(obj.path, name, version)
             self._fail(resolutions, at, message, tuple(missing))
 
-    def _binding_key(self, checked: list[Loaded], scope: list[Loaded]) -> str | None:
-        lines: list[str] = []
+    def _binding_key(self, checked: list[Loaded], scope: list[Loaded], partial: bool) -> str | None:
+        lines: list[str] = ["partial" if partial else "whole"]
         for o in (*checked, None, *scope):
             if o is None:
                 lines.append("")
@@ -359,9 +376,9 @@ class Process:
             lines.append(f"{state} {int(o.opaque)} {' '.join(sorted(o.names))}")
         return "\n".join(lines)
 
-    def _bind(self, checked: list[Loaded], scope: list[Loaded]) -> list[Any]:
-        """The first object of `checked` with a symbol nothing in `scope` defines, as
-        [its index, symbol, version, the version's file, every symbol missing], or []."""
+    def _bind(self, checked: list[Loaded], scope: list[Loaded], partial: bool) -> list[Any]:
+        """Each object of `checked` with a symbol nothing in `scope` defines, as [its index,
+        the first such symbol, its version, the version's file, every symbol missing]."""
         tables = [self.view.exports(o.path) for o in scope]
         known = [t for t in tables if t is not None]
         if len(known) < len(tables):
@@ -378,22 +395,28 @@ class Process:
         readable: set[str] = set()
         for o in scope:
             readable |= o.names | {o.info.soname or ""}
+        out: list[Any] = []
         for index, references in enumerate(refs):
-            missing = binding.unbound(references, unbound, opaque=opaque, readable=readable)
+            missing = binding.unbound(
+                references, unbound, opaque=opaque, readable=readable, unmapped=partial
+            )
             if missing:
                 name, version = missing[0]
                 file = next((f for n, v, f in references if n == name and v == version), None)
                 shown = [f"{n}@{v}" if v else n for n, v in missing]
-                return [index, name, version, file, shown]
-        return []
+                out.append([index, name, version, file, shown])
+        return out
 
     @staticmethod
     def _fail(
         resolutions: list[Resolution], at: int, message: str, missing: tuple[str, ...]
     ) -> None:
-        resolutions[at] = replace(
-            resolutions[at], status=Status.ERROR, detail=message, missing=missing
-        )
+        was = resolutions[at]
+        if was.missing:  # a second failure on the same need: its message stays the first
+            extra = tuple(m for m in missing if m not in was.missing)
+            resolutions[at] = replace(was, missing=was.missing + extra)
+            return
+        resolutions[at] = replace(was, status=Status.ERROR, detail=message, missing=missing)
 
     # -- one name ------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ that called it, with evidence `observed`; what those objects need by DT_NEEDED f
 for any load, and a need that fails is said as itself (the dlopen is not undone, as an
 import's is not: the run made it, and it held). Replayed so before and after a change, a
 library the run loaded that the change takes away fails as any other need does, and the
-plan names the run.
+plan names the run. A dlopen whose caller's file the change deletes is not made: a load
+counts only while what loaded it stays.
 
 Deviations (also in README.md): ctypes' dlopen is modelled as called from libpython, not
 from the _ctypes module (they differ only if _ctypes carried an RPATH, which CPython builds
@@ -54,7 +55,7 @@ from cudatx.discover.frameworks.model import (
 from cudatx.discover.handloads import HandLoaded
 from cudatx.discover.lddebug import DLOPEN, absolute
 from cudatx.discover.traces import Trace
-from cudatx.loader.fileview import FileView
+from cudatx.loader.fileview import FileView, Seen
 from cudatx.loader.process import Loaded, LoadResult, Process
 from cudatx.models import ElfInfo, Evidence, Resolution, Status
 from cudatx.paths import soname_stem
@@ -463,7 +464,10 @@ class RootLoader:
             if load.kind != DLOPEN or load.namespace != 0:
                 continue
             name = absolute(load.path, record.cwd) if "/" in load.name else load.name
-            caller = self._caller(process, load.by, record.cwd) or fallback
+            caller = self._caller(process, load.by, record.cwd)
+            if caller is None and self._gone(load.by, record.cwd):
+                continue  # what loaded it is gone (a change removed it): so is the load
+            caller = caller or fallback
             # Not all or nothing (as _attempt makes a run-time load): the run made this load
             # and it held, so a need of it that fails after a change is said as that need,
             # and what the run loaded next is still replayed.
@@ -478,6 +482,12 @@ class RootLoader:
             resolutions=tuple(out),
             trace=record.id,
         )
+
+    def _gone(self, by: str | None, cwd: str) -> bool:
+        """Whether the file the run named as a dlopen's caller is no longer there."""
+        if by is None or "/" not in by:
+            return False
+        return self.view.probe(absolute(by, cwd)).seen is Seen.MISSING
 
     def _caller(self, process: Process, by: str | None, cwd: str) -> Loaded | None:
         """The object of the replay that the run named as dlopen's caller: by its name,
@@ -562,19 +572,22 @@ class RootLoader:
         if not any(stem in named for stem in context.preloads.error_stems):
             out += done  # `raise err`: the import fails with the first load's own error
             return True
+        # torch raises at the first preload that fails; the replay goes on through the list
+        # as if it had loaded, so that one diagnosis names every library the import misses
+        # (cudatx.loader.process's deviations).
+        fatal = False
         for entry, found in context.failed:
             if found is None:
                 if entry.required:
                     out.append(_unfound(entry.pattern, context, root))  # ValueError
-                    return True
+                    fatal = True
                 continue
             loaded, failure = self._by_hand(process, found, caller, root, context)
             out += loaded
-            if failure is not None:
-                return True  # OSError, outside any try
+            fatal = fatal or failure is not None  # OSError, outside any try
         done, failure = self._by_hand(process, context.first, caller, root, context)
         out += done
-        return failure is not None
+        return fatal or failure is not None
 
     def _normal(
         self,

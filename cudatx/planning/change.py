@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from cudatx.analysis.commands import conda_command
@@ -22,6 +22,7 @@ from cudatx.models import Distribution
 from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
+from cudatx.planning.simulate import kept_entries
 from cudatx.planning.stage import Arrival, ask_uv, stage
 from cudatx.uv import UvFailed, find_uv
 
@@ -40,6 +41,9 @@ class Change:
     # spec pins exactly what the dry run chose, for the install that applies the plan
     installing: tuple[tuple[Distribution, str], ...] = ()
     reinstalling: tuple[Distribution, ...] = ()  # installed, reinstalled --no-deps (repair)
+    # RECORD entries of `removing` that uv is not given, by distribution: paths a staying
+    # distribution lists with the same hash (cudatx.planning.simulate.kept_entries)
+    kept: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def staged(self) -> tuple[Distribution, ...]:
@@ -56,7 +60,8 @@ def _with_repairs(env: Environment, plan: Plan, change: Change) -> Proposal:
     """The plan's reinstalls (with --repair), as the installed distributions they are."""
     names = {p.name for p in plan.reinstall}
     reinstalling = tuple(d for d in env.distributions if d.name in names)
-    return Proposal(plan, Change(change.removing, change.installing, reinstalling))
+    kept = kept_entries(env, change.removing)
+    return Proposal(plan, Change(change.removing, change.installing, reinstalling, kept))
 
 
 @dataclass(frozen=True)
@@ -135,17 +140,28 @@ def propose_removal(
     return _with_repairs(env, plan, Change(chosen))
 
 
-def propose(env: Environment, command: str, args: Sequence[str], planning: Planning) -> Proposal:
-    """Plan `uv pip COMMAND ARGS` (install or sync) for `env`, changing nothing in it."""
+def propose(
+    env: Environment,
+    command: str,
+    args: Sequence[str],
+    planning: Planning,
+    replacing: tuple[str, ...] = (),
+) -> Proposal:
+    """Plan `uv pip COMMAND ARGS` (install or sync) for `env`, changing nothing in it;
+    `replacing`: SPECs of installed distributions uninstalled in the same transaction (a
+    twin that installs the same paths, which would otherwise stay holding the other's
+    bytes)."""
     uv = planning.uv()
     asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options)
-    removing = []
+    removing = list(select(env, replacing, ())) if replacing else []
+    refuse_conda(env, removing)
     for name, version in asked.leaving:
         dist = env.distribution(name)
         if dist is None:
             raise NotInEnvironment(f"uv would uninstall {name}=={version}, which is not installed")
         refuse_conda(env, [dist], next((a.spec for a in asked.arriving if a.name == name), ""))
-        removing.append(dist)
+        if dist not in removing:
+            removing.append(dist)
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         site = env.target.install_site
         into = os.path.join(folder, "install")

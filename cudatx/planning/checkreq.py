@@ -6,28 +6,50 @@ which uninstalls what the file no longer lists. Any other file means `uv pip ins
 Either way the transaction is planned as `cudatx sync`/`install` plans it (uv's dry run,
 staged, simulated). Where git tracks the file, the committed version is read too, so that
 each distribution the plan touches is blamed on the line that changed.
+
+Where there is no environment (CI, a fresh clone), the file is judged by itself: the wheels
+uv resolves it to for an empty environment of the target interpreter, nothing built
+(cudatx.planning.resolve), and their RECORDs (cudatx.planning.wheelrecords), so that two
+distributions that would write the same path with different bytes are found
+(cudatx.planning.conflicts). `--fresh` does that and also plans the whole install into the
+empty environment, judging its loads as any plan does.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 
 from cudatx.analysis.commands import cudatx_line
+from cudatx.analysis.cuda import cuda_major_of_name
+from cudatx.cache import ScanCache
 from cudatx.environment import Environment
 from cudatx.errors import CudatxError
-from cudatx.models import Frozen
+from cudatx.models import Frozen, PythonTarget
+from cudatx.names import canonical_name
 from cudatx.planning.change import Planning, propose
+from cudatx.planning.conflicts import (
+    THIS_CHANGE,
+    Blamer,
+    Brought,
+    Conflict,
+    Unhashed,
+    find_conflicts,
+)
 from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.reqfiles import Pin, RequirementsFile, read_requirements
+from cudatx.planning.resolve import Resolved, resolve
+from cudatx.planning.wheelrecords import WheelRead, WheelRecord, layout_of, read_records
 
 # What `uv pip sync` keeps though a file does not list it (seen with uv 0.13.9: a freeze
 # without pip and setuptools syncs to "Would make no changes").
 SEED = frozenset({"pip", "setuptools", "wheel"})
+_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")  # a requirement's project name
 
 
 class Blame(Frozen):
@@ -38,15 +60,32 @@ class Blame(Frozen):
     edited: bool  # the line differs from the committed version (False: no git, or drift)
 
 
+class Check:
+    """What `FileCheck.check` says was checked."""
+
+    ENVIRONMENT = "environment"  # the change to an existing environment, planned
+    CONFLICTS = "conflicts"  # no environment: the wheels' paths only
+    FRESH = "fresh"  # the install into an empty environment, planned, and the wheels' paths
+
+
 class FileCheck(Frozen):
     path: str
     kind: str
     mode: str  # "sync" or "install"
     committed: bool  # a committed version was compared
-    plan: Plan
+    plan: Plan | None  # None: no plan was made (Check.CONFLICTS)
     blame: tuple[Blame, ...]
     fix: tuple[str, ...]
     command: str  # the cudatx command that plans this file's change, as its plan repeats it
+    check: str = Check.ENVIRONMENT
+    safe: bool = True  # the plan is safe and no two wheels write a path with other bytes
+    # Without an environment: the wheels' paths, what the plan's findings name (with the
+    # lines that bring each in), and how each wheel's RECORD was read.
+    conflicts: tuple[Conflict, ...] = ()
+    unhashed: tuple[Unhashed, ...] = ()
+    brought: tuple[Brought, ...] = ()
+    wheels: tuple[WheelRead, ...] = ()
+    python: str | None = None  # the version of the empty environment's interpreter
 
 
 def committed_text(path: str) -> str | None:
@@ -68,18 +107,60 @@ def committed_text(path: str) -> str | None:
         return None
 
 
+def _read(
+    path: str, target: PythonTarget, extras: tuple[str, ...]
+) -> tuple[RequirementsFile, RequirementsFile | None]:
+    """The file now, and as committed (None where git does not track it)."""
+    now = read_requirements(path, markers=target.markers, extras=extras)
+    text = committed_text(path)
+    before = None
+    if text is not None:
+        try:
+            before = read_requirements(path, markers=target.markers, extras=extras, text=text)
+        except CudatxError:
+            before = None  # a committed version that does not parse blames nothing
+    return now, before
+
+
 def _pinned(pin: Pin) -> bool:
     return pin.version is not None or pin.url is not None
 
 
 def _complete(env: Environment, files: Sequence[RequirementsFile]) -> bool:
-    """Whether the file (now or as committed) stands for the whole environment."""
+    """Whether the file (now or as committed) stands for the whole environment: a lock; or
+    pins that list every installed distribution, or that are closed under what they require
+    here (a freeze with a line dropped, or a comment added after one was: the mode must not
+    flip between two commits of the same pins, cudatx#26)."""
     if any(f.lock for f in files):
         return True
-    if not all(_pinned(p) for f in files for p in f.entries):
+    if not files or not all(_pinned(p) for f in files for p in f.entries):
         return False
     listed = {p.name for f in files for p in f.entries}
-    return all(d.name in listed or d.name in SEED for d in env.distributions)
+    if all(d.name in listed or d.name in SEED for d in env.distributions):
+        return True
+    return any(_closed(env, f) for f in files)
+
+
+def _closed(env: Environment, file: RequirementsFile) -> bool:
+    """Whether the file is a freeze of this environment less some of its leaves: every
+    requirement of each distribution it pins, as installed here, names one it pins too, and
+    what it does not list is required by nothing installed (a package the user dropped). A
+    hand-written list of top-level pins fails one or the other: it leaves out what its pins
+    require, or what the rest of the environment requires."""
+    from cudatx.discover.dists import applicable_requirements
+
+    listed = {p.name for p in file.entries} | SEED
+    markers = env.target.markers
+    required: dict[str, set[str]] = {
+        d.name: {canonical_name(r.name) for r in applicable_requirements(d, markers)}
+        for d in env.distributions
+    }
+    if not any(name in required for name in listed):
+        return False
+    needed = set().union(*(required[name] for name in listed if name in required))
+    unlisted = set(required) - listed
+    needed_by_any = set().union(*required.values())
+    return needed <= listed and not (unlisted & needed_by_any)
 
 
 def _write(pins: Sequence[Pin], folder: str) -> str:
@@ -124,6 +205,28 @@ def _blame(plan: Plan, now: RequirementsFile, before: RequirementsFile | None) -
     return tuple(out)
 
 
+def _that_matter(env: Environment, plan: Plan, blame: tuple[Blame, ...]) -> tuple[Blame, ...]:
+    """The blames of an unsafe plan whose change alone matters: an uninstall is blamed only
+    where the distribution is implicated in a break (it provided a library something needs,
+    it lists a path a staying distribution loses, a requirement names it). Dropping four
+    cu13 lines where one of them breaks torch blames that one line, not the four. Where no
+    uninstall is implicated (the break comes from what arrives), every blame stays."""
+    leaving = {b.name for b in blame if b.change == "uninstall"}
+    implicated = {o for b in plan.broken for o in b.provider_owners} & leaving
+    named = (
+        re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", r.requirement)
+        for r in plan.requirements_broken
+    )
+    implicated |= {canonical_name(m.group(1)) for m in named if m} & leaving
+    lost = {path for loss in plan.losses for path in (*loss.missing, *loss.other_bytes)}
+    for dist in env.distributions:
+        if dist.name in leaving and any(e.path in lost for e in dist.records):
+            implicated.add(dist.name)
+    if not implicated:
+        return blame
+    return tuple(b for b in blame if b.change != "uninstall" or b.name in implicated)
+
+
 def _words(mode: str, path: str) -> tuple[str, ...]:
     """The cudatx words that bring the environment in line with the file, as checked."""
     return ("sync", path) if mode == "sync" else ("install", "-r", path)
@@ -166,14 +269,7 @@ def check_file(
 ) -> FileCheck:
     """`mode`: "sync", "install", or "auto" (sync for a lock, or for a file of pins that,
     now or as committed, lists every installed distribution)."""
-    now = read_requirements(path, markers=env.target.markers, extras=extras)
-    text = committed_text(path)
-    before = None
-    if text is not None:
-        try:
-            before = read_requirements(path, markers=env.target.markers, extras=extras, text=text)
-        except CudatxError:
-            before = None  # a committed version that does not parse blames nothing
+    now, before = _read(path, env.target, extras)
     if mode == "auto":
         complete = _complete(env, [f for f in (now, before) if f is not None])
         mode = "sync" if complete else "install"
@@ -187,6 +283,8 @@ def check_file(
             uv_options = (*planning.uv_options, *now.options)
             plan = propose(env, mode, args, replace(planning, uv_options=uv_options)).plan
     blame = _blame(plan, now, before)
+    if not plan.safe:
+        blame = _that_matter(env, plan, blame)
     return FileCheck(
         path=path,
         kind=now.kind,
@@ -196,4 +294,188 @@ def check_file(
         blame=blame,
         fix=_fix(env, path, plan, blame, mode, planning.uv_options) if not plan.safe else (),
         command=cudatx_line(env, _words(mode, path), uv=planning.uv_options),
+        safe=plan.safe,
+    )
+
+
+# -- without an environment ---------------------------------------------------------------
+
+
+class Wheels:
+    """Where the wheels' RECORDs are read from: uv's cache folder, cudatx's scan cache."""
+
+    def __init__(self, uv_cache: str, cache: ScanCache | None) -> None:
+        self.uv_cache = uv_cache
+        self.cache = cache
+
+
+def _fresh_mode(mode: str, now: RequirementsFile) -> str:
+    """Into an empty environment a lock is synced (exactly what it lists), anything else
+    installed with what it requires: `auto` has no environment to compare a freeze with."""
+    if mode == "auto":
+        return "sync" if now.lock else "install"
+    return mode
+
+
+def _resolve(
+    target: PythonTarget, now: RequirementsFile, planning: Planning, mode: str
+) -> Resolved:
+    with tempfile.TemporaryDirectory(prefix="cudatx-check-") as folder:
+        written = _write(now.entries, folder)
+        options = (*planning.uv_options, *now.options)
+        return resolve(planning.uv(), target.prefix, written, options, no_deps=mode == "sync")
+
+
+def _records(
+    target: PythonTarget,
+    resolved: Resolved,
+    planning: Planning,
+    now: RequirementsFile,
+    wheels: Wheels,
+) -> tuple[WheelRecord, ...]:
+    return read_records(
+        resolved.wheels,
+        layout_of(target),
+        uv=planning.uv,
+        uv_cache=wheels.uv_cache,
+        options=(*planning.uv_options, *now.options),
+        cache=wheels.cache,
+    )
+
+
+def _conflicts(
+    target: PythonTarget,
+    now: RequirementsFile,
+    before: RequirementsFile | None,
+    planning: Planning,
+    mode: str,
+    wheels: Wheels,
+) -> tuple[Resolved, tuple[WheelRecord, ...], Blamer, tuple[Conflict, ...], tuple[Unhashed, ...]]:
+    resolved = _resolve(target, now, planning, mode)
+    records = _records(target, resolved, planning, now, wheels)
+    blamer = Blamer(now.entries, resolved, before.entries if before is not None else None)
+    majors = {
+        w.name: major for w in resolved.wheels if (major := cuda_major_of_name(w.name)) is not None
+    }
+    found, unhashed = find_conflicts(records, layout_of(target), blamer, majors)
+    return resolved, records, blamer, found, unhashed
+
+
+def check_conflicts(
+    target: PythonTarget,
+    path: str,
+    planning: Planning,
+    wheels: Wheels,
+    *,
+    extras: tuple[str, ...],
+    mode: str = "auto",
+) -> FileCheck:
+    """Without an environment: would installing `path` into an empty environment of
+    `target` (an empty environment, made for the check) have two distributions write a
+    path with different bytes?"""
+    now, before = _read(path, target, extras)
+    mode = _fresh_mode(mode, now)
+    conflicts: tuple[Conflict, ...] = ()
+    unhashed: tuple[Unhashed, ...] = ()
+    records: tuple[WheelRecord, ...] = ()
+    if now.entries:
+        _, records, _, conflicts, unhashed = _conflicts(target, now, before, planning, mode, wheels)
+    return FileCheck(
+        path=path,
+        kind=now.kind,
+        mode=mode,
+        committed=before is not None,
+        plan=None,
+        blame=(),
+        fix=tuple(f for c in conflicts for f in c.fix),
+        command=_fresh_command(path, planning),
+        check=Check.CONFLICTS,
+        safe=not conflicts,
+        conflicts=conflicts,
+        unhashed=unhashed,
+        wheels=tuple(r.read for r in records),
+        python=target.version,
+    )
+
+
+def _fresh_command(path: str, planning: Planning) -> str:
+    import shlex
+
+    return shlex.join(["cudatx", "check-requirements", path, "--fresh", *planning.uv_options])
+
+
+def _implicated(env: Environment, plan: Plan, records: tuple[WheelRecord, ...]) -> tuple[str, ...]:
+    """The distributions a plan's findings name: whose file fails to load, whose file a
+    CUDA-major mix resolves (every distribution whose RECORD lists it), whose import breaks,
+    whose requirement goes unmet."""
+    names: dict[str, None] = {}
+    for b in (*plan.broken, *(plan.at_risk if plan.strict else ())):
+        for name in (b.needed_by_dist, *b.provider_owners):
+            if name:
+                names.setdefault(name)
+    for r in plan.broken_roots:
+        if r.dist:
+            names.setdefault(r.dist)
+    site = env.target.install_site
+    for m in plan.mixed:
+        key = os.path.normpath(os.path.relpath(m.path, site))
+        for record in records:
+            if any(e.path == key for e in record.entries):
+                names.setdefault(record.wheel.name)
+    for q in plan.requirements_broken:
+        names.setdefault(q.dist)
+    return tuple(names)
+
+
+def _fresh_fix(brought: Sequence[Brought]) -> tuple[str, ...]:
+    out: dict[str, None] = {}
+    for b in brought:
+        lines = [ln for ln in b.lines if ln.state == THIS_CHANGE] or list(b.lines)
+        for ln in lines:
+            tail = "" if b.direct else f", which brings {b.name} in"
+            out.setdefault(f"drop line {ln.line} ({ln.text}){tail}")
+    return tuple(out)
+
+
+def check_fresh(
+    env: Environment,
+    path: str,
+    planning: Planning,
+    wheels: Wheels,
+    *,
+    extras: tuple[str, ...],
+    mode: str = "auto",
+) -> FileCheck:
+    """`--fresh`: plan installing `path` into `env` (an empty environment, made for the
+    check) as `install --dry-run` plans it, judge its loads, and check the wheels' paths."""
+    now, before = _read(path, env.target, extras)
+    mode = _fresh_mode(mode, now)
+    checked = check_file(env, path, planning, extras=extras, mode=mode)
+    plan = checked.plan
+    assert plan is not None
+    conflicts: tuple[Conflict, ...] = ()
+    unhashed: tuple[Unhashed, ...] = ()
+    records: tuple[WheelRecord, ...] = ()
+    brought: tuple[Brought, ...] = ()
+    if now.entries:
+        # After the plan: its staging left every wheel in uv's cache.
+        _, records, blamer, conflicts, unhashed = _conflicts(
+            env.target, now, before, planning, mode, wheels
+        )
+        if not plan.safe:
+            brought = tuple(blamer.brought(n) for n in _implicated(env, plan, records))
+    fix = (*_fresh_fix(brought), *(f for c in conflicts for f in c.fix))
+    return replace(
+        checked,
+        mode=mode,
+        blame=(),
+        fix=tuple(dict.fromkeys(fix)),
+        command=_fresh_command(path, planning),
+        check=Check.FRESH,
+        safe=plan.safe and not conflicts,
+        conflicts=conflicts,
+        unhashed=unhashed,
+        brought=brought,
+        wheels=tuple(r.read for r in records),
+        python=env.target.version,
     )

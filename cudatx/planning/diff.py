@@ -10,13 +10,15 @@ a plan unsafe.
 from __future__ import annotations
 
 import os
-from collections.abc import Set
+import re
+from collections.abc import Iterable, Set
 from dataclasses import replace
 
 from cudatx.analysis import coverage, frameworks, observed
 from cudatx.analysis.broken import already_broken
-from cudatx.analysis.cuda import cuda_major_of_file, mixed_majors
-from cudatx.analysis.ownership import byte_owners, same_bytes, system_package
+from cudatx.analysis.cuda import Mixed, cuda_major_of_file, mixed_majors
+from cudatx.analysis.ownership import byte_owners, lost, same_bytes, system_package
+from cudatx.analysis.problems import Problem
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Evidence, Resolution
 from cudatx.paths import soname_stem
@@ -24,6 +26,8 @@ from cudatx.planning.models import (
     MET,
     Broken,
     BrokenRoot,
+    Cured,
+    Loss,
     NameVersion,
     Plan,
     Preexisting,
@@ -32,7 +36,7 @@ from cudatx.planning.models import (
     name_version,
 )
 from cudatx.planning.requirements import requirements_diff
-from cudatx.planning.simulate import arrivals, record_keys
+from cudatx.planning.simulate import arrivals, kept_keys, record_keys
 
 
 def _edges(env: Environment) -> dict[tuple[str, str, str, Evidence], Resolution]:
@@ -113,6 +117,8 @@ def diff(
             continue
         if a is None:
             continue  # its needer is gone, or not loaded since something above it broke
+        if evidence is Evidence.OBSERVED and _leaves_with_its_package(env, b, removed):
+            continue
         group = (needer, name, evidence)
         if a.status not in MET:
             if group not in broken:
@@ -212,33 +218,26 @@ def diff(
     broken_roots = []
     for load in after.loads:
         was = roots_before.get(env.keys(load.root))
-        if was is None:
+        if was is not None and not was.ok:
             continue
-        if not was.ok:
-            continue
+        # An arriving extension module that would fail is a failing import as much as an
+        # installed one: one shape for both.
         if not load.ok:
             run = frameworks.run_of(after, load)
-            first = next(
-                (
-                    r
-                    for r in load.resolutions
-                    if r.status not in MET and r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
-                ),
-                None,
+            first = glibc_first(
+                r for r in load.resolutions if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
             )
             if first is None and run is not None:  # a hand load, or the root's own dlopen
-                first = next(
-                    (r for r in load.resolutions if r.status not in MET and r.evidence.decisive),
-                    None,
-                )
+                first = glibc_first(r for r in load.resolutions if r.evidence.decisive)
             broken_roots.append(
                 BrokenRoot(
                     root=load.root,
-                    dist=_dist_of(env, load.root),
+                    dist=_dist_of(after, load.root, arriving),
                     first_missing=os.path.basename(first.cause or first.name)
                     if first
                     else "a preload",
                     detail=first.detail if first and first.missing else None,
+                    missing=first.missing if first else (),
                     framework=run.label if run is not None else None,
                     context=load.context,
                 )
@@ -269,26 +268,31 @@ def diff(
         )
         for b, roots in broken.values()
     ]
-    edges = tuple(b for b in every if b.evidence.decisive)
+    # `broken` holds libraries something needs; a module Python imports is a broken root.
+    edges = tuple(b for b in every if b.evidence.decisive and b.evidence is not Evidence.IMPORT)
     at_risk = tuple(b for b in every if not b.evidence.decisive)
+    losses = _losses(env, after, removing, reinstalling, (*installing, *restaged), written)
     was_mixed = mixed_majors(env)
     mixed_before = {(m.soname, env.keys(m.needed_by)) for m in was_mixed}
     mixed = tuple(
         m for m in mixed_majors(after) if (m.soname, env.keys(m.needed_by)) not in mixed_before
     )
-    # What was broken before is exactly what doctor reports as errors: the same findings.
-    preexisting = tuple(
-        Preexisting(kind=p.code, what=p.what) for p in already_broken(env, mixed=was_mixed)
-    )
     contexts = frameworks.changes(env, after)
-    safe = not edges and not broken_roots and not requirements and not mixed
+    safe = not edges and not broken_roots and not requirements and not mixed and not losses
     safe = safe and not any(c.breaks for c in contexts)
     safe = safe and not (strict and at_risk)
+    # What was broken before is exactly what doctor reports as errors: the same findings;
+    # those a safe change leaves the environment without, it cures. (An unsafe one may end
+    # an error only by taking away what had it: that is no cure.)
+    preexisting, cures = _preexisting(env, after, was_mixed, judge=safe)
     return Plan(
         at_risk=at_risk,
         strict=strict,
-        left_hollow=_left_hollow(env, removing, reinstalling, written),
-        overwritten=_overwritten(env, after, (*removing, *reinstalling), installing, written),
+        left_hollow=tuple(NameVersion(name=x.name, version=x.version) for x in losses if x.missing),
+        overwritten=tuple(
+            NameVersion(name=x.name, version=x.version) for x in losses if not x.missing
+        ),
+        losses=losses,
         mixed=mixed,
         contexts=contexts,
         prefix=env.target.prefix,
@@ -302,6 +306,7 @@ def diff(
         requirements_broken=tuple(requirements),
         requirements_checked=check_requirements,
         preexisting=preexisting,
+        cures=cures,
         repair=None,
         notes=tuple(notes),
         traces=tuple(
@@ -318,38 +323,150 @@ def diff(
     )
 
 
-def _left_hollow(
-    env: Environment,
-    removing: tuple[Distribution, ...],
-    reinstalling: tuple[Distribution, ...],
-    written: Set[str],
-) -> tuple[NameVersion, ...]:
-    """Distributions that stay though the change deletes paths their RECORD lists too
-    (`written`: the keys of paths the change installs files at)."""
-    deleted = set().union(*(record_keys(env, d) for d in removing)) - set().union(
-        *(record_keys(env, d) for d in reinstalling)
+_SONAME = re.compile(r"(lib[\w+-]+)\.so(?:\.\d+)*")
+
+
+def _stems(text: str) -> str:
+    """`text` with every soname cut to its stem."""
+    return _SONAME.sub(r"\1.so", text)
+
+
+def glibc_first(resolutions: Iterable[Resolution]) -> Resolution | None:
+    """The failure glibc's dlerror would name of a load whose every failure the replay
+    found: a name not found first (elf/dl-deps.c maps every name before anything is
+    checked), then a version (elf/dl-version.c, before relocation), then a symbol; the first
+    of its kind in load order."""
+    failed = [r for r in resolutions if r.status not in MET]
+    for kind in (_NAME, _VERSION, _SYMBOL):
+        found = next((r for r in failed if _kind(r) == kind), None)
+        if found is not None:
+            return found
+    return None
+
+
+_NAME, _VERSION, _SYMBOL = range(3)
+
+
+def _kind(r: Resolution) -> int:
+    if not r.missing:
+        return _NAME
+    return _VERSION if r.missing[0].startswith("`") else _SYMBOL
+
+
+def _leaves_with_its_package(env: Environment, b: Resolution, removed: Set[str]) -> bool:
+    """Whether a traced load leaves with the package the change removes: a dlopen by path,
+    made by the interpreter's code (a Python import, or ctypes: the caller is no file of a
+    distribution), of a file only distributions that leave list, each of which ships Python
+    code in the import package the file lies in. The Python code that asked for that path is
+    then the leaving package's own (`os.path.dirname(__file__)`, its import: torch's `_C.so`)
+    and goes with it; whether something that stays imports that package is the
+    requirements' question. A trace does not say which Python code made the call, so a file
+    of a library-only wheel (the NVIDIA wheels: empty `__init__.py` files) counts as loaded
+    by someone else's code (torch's preloads), which may stay; so does a load by name, or
+    one made by a file of a package that stays."""
+    if "/" not in b.name or b.path is None or env.owners_of(b.needed_by):
+        return False
+    owners = env.owners_of(b.path)
+    if not owners or any(d.name not in removed for d in owners):
+        return False
+    return all(_ships_code_beside(d, b.path) for d in owners)
+
+
+def _ships_code_beside(dist: Distribution, path: str) -> bool:
+    """Whether `dist` lists a non-empty .py file under the top-level folder of its site that
+    holds `path`."""
+    relative = os.path.relpath(os.path.realpath(path), os.path.realpath(dist.site))
+    top = relative.split(os.sep, 1)[0]
+    if top in (os.curdir, os.pardir) or os.sep not in relative:
+        return False
+    return any(
+        e.path.startswith(top + "/") and e.path.endswith(".py") and e.size != 0
+        for e in dist.records
     )
-    deleted -= written
-    gone = {d.name for d in (*removing, *reinstalling)}
-    names = {n for key in deleted for n in env.owners.get(key, ()) if n not in gone}
-    return tuple(name_version(d) for d in env.distributions if d.name in names)
 
 
-def _overwritten(
+def _losses(
     env: Environment,
     after: Environment,
     removing: tuple[Distribution, ...],
-    installing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    arriving: tuple[Distribution, ...],
     written: Set[str],
-) -> tuple[NameVersion, ...]:
-    """Distributions that stay while arriving files replace bytes their RECORD lists."""
-    leaving = {d.name for d in removing}
-    arriving = {d.name for d in installing}
-    names = {
-        n
-        for key in written
-        for n in env.owners.get(key, ())
-        if n not in leaving and n not in arriving
-    }
+) -> tuple[Loss, ...]:
+    """Distributions that stay while the change deletes files their RECORD lists, or leaves
+    other bytes there (`written`: the keys of paths the change installs files at). Paths a
+    staying distribution lists with the same hash are kept (kept_keys): no loss."""
+    deleted: set[str] = set()
+    for dist in removing:
+        deleted |= record_keys(env, dist)
+    changed = (deleted - kept_keys(env, removing)) | set(written)
+    gone = {d.name for d in (*removing, *reinstalling, *arriving)}
     staying = {d.name for d in after.distributions}
-    return tuple(name_version(d) for d in env.distributions if d.name in names & staying)
+    names = {
+        n for key in changed for n in env.owners.get(key, ()) if n not in gone and n in staying
+    }
+    out = []
+    for dist in env.distributions:
+        if dist.name not in names:
+            continue
+        missing, other = lost(env, after, dist, changed)
+        if missing or other:
+            out.append(
+                Loss(
+                    name=dist.name,
+                    version=dist.version,
+                    missing=tuple(missing),
+                    other_bytes=tuple(other),
+                    imports=_imports(env, dist, missing),
+                )
+            )
+    return tuple(out)
+
+
+def _imports(env: Environment, dist: Distribution, paths: list[str]) -> tuple[str, ...]:
+    """The modules whose import a lost file breaks, outermost only: `cv2/__init__.py` and
+    `cv2/cv2.abi3.so` give `cv2`. A Python file is a module, a shared library only where it
+    is an extension module (a load root: it defines its PyInit_ function); a library the
+    loader maps, a header or data is none."""
+    roots = {env.keys(r) for r in env.roots}
+    found: set[str] = set()
+    for path in paths:
+        if path.startswith("../"):
+            continue
+        folder, _, name = path.rpartition("/")
+        if not name.endswith(".py") and env.keys(os.path.join(dist.site, path)) not in roots:
+            continue
+        stem = name.split(".", 1)[0]
+        parts = [p for p in folder.split("/") if p]
+        if stem != "__init__":
+            parts.append(stem)
+        if parts and all(p.isidentifier() for p in parts):
+            found.add(".".join(parts))
+    outer = {m for m in found if not any(m.startswith(o + ".") for o in found)}
+    return tuple(sorted(outer))
+
+
+def _preexisting(
+    env: Environment, after: Environment, mixed: tuple[Mixed, ...], *, judge: bool
+) -> tuple[tuple[Preexisting, ...], tuple[Cured, ...]]:
+    """(what doctor reports now and the change leaves, what it reports now and the change
+    cures). The environment after is judged only with `judge` and something to cure.
+
+    A finding stays where the environment after has one of the same code about the same
+    distributions, or saying the same of a library of the same stem (libnvrtc.so.12 missing
+    before, libnvrtc.so.13 after: a cuDNN of the other major asks for its own)."""
+    now = already_broken(env, mixed=mixed)
+    if not now or not judge:
+        return tuple(Preexisting(kind=p.code, what=p.what) for p in now), ()
+    then = already_broken(after)
+    left = {(p.code, _stems(p.what)) for p in then}
+    left |= {(p.code, ",".join(p.distributions)) for p in then if p.distributions}
+    stays: list[Problem] = []
+    cured: list[Problem] = []
+    for p in now:
+        same = (p.code, _stems(p.what)) in left or (p.code, ",".join(p.distributions)) in left
+        (stays if same else cured).append(p)
+    return (
+        tuple(Preexisting(kind=p.code, what=p.what) for p in stays),
+        tuple(Cured(kind=p.code, what=p.what) for p in cured),
+    )

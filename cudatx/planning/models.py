@@ -41,6 +41,7 @@ class BrokenRoot(Frozen):
     dist: str | None
     first_missing: str
     detail: str | None = None  # glibc's message where a version or a symbol fails
+    missing: tuple[str, ...] = ()  # those versions ("`V'") and symbols ("S", "S@V")
     # A framework's run-time root: who loads it ("onnxruntime's CUDA provider") and in
     # which context (cudatx.analysis.frameworks); None for an import.
     framework: str | None = None
@@ -69,6 +70,25 @@ class TraceRun(Frozen):
     label: str  # "the traced run `CMD` (2026-12-02 14:00 UTC)"
     exit_code: int
     stale: str | None  # why its loads are not counted; None: counted
+
+
+class Loss(Frozen):
+    """A distribution that stays installed while the change takes files its RECORD lists:
+    deleted, or left holding another distribution's bytes (the seed's mechanism: uv deletes
+    every path a RECORD lists, and installs over whatever is there)."""
+
+    name: str
+    version: str
+    missing: tuple[str, ...]  # RECORD paths the change deletes
+    other_bytes: tuple[str, ...]  # RECORD paths the change leaves holding other bytes
+    imports: tuple[str, ...] = ()  # modules whose import breaks with them ("cv2")
+
+
+class Cured(Frozen):
+    """An error doctor reports now that the environment after the change no longer has."""
+
+    kind: str
+    what: str
 
 
 class RequirementBroken(Frozen):
@@ -101,9 +121,12 @@ class Plan(Frozen):
     requirements_broken: tuple[RequirementBroken, ...]
     requirements_checked: bool
     left_hollow: tuple[NameVersion, ...]  # stay, but lose files their RECORD lists (shared paths)
-    # stay, but arriving files replace bytes their RECORD lists (shared paths): the path's
-    # effective owner changes
+    # stay, but arriving files replace bytes their RECORD lists with other bytes (shared
+    # paths): the path's effective owner changes
     overwritten: tuple[NameVersion, ...] = ()
+    # what each distribution of left_hollow and overwritten loses, path by path: a loss makes
+    # the plan unsafe, as a lost library does
+    losses: tuple[Loss, ...] = ()
     mixed: tuple[Mixed, ...] = ()  # torch would resolve a library built for another CUDA major
     # would break, on weak evidence only (a soname-shaped string in .rodata): listed as "may
     # fail at run time", counted in `safe` only with `strict`
@@ -112,8 +135,12 @@ class Plan(Frozen):
     # makes the plan unsafe; one the change removes, torch's, is said, not counted)
     contexts: tuple[ContextChange, ...] = ()
     strict: bool = False
-    preexisting: tuple[Preexisting, ...]
+    preexisting: tuple[Preexisting, ...]  # what doctor reports now and the change leaves
+    cures: tuple[Cured, ...] = ()  # what doctor reports now and the change cures
     repair: Repair | None  # a repair that would help, when the plan does not include it
+    # what `install --replacing` would uninstall in the same transaction, where the arriving
+    # files would leave them holding other bytes and that plan is safe: a suggestion
+    replacing: tuple[NameVersion, ...] = ()
     notes: tuple[str, ...]
     traces: tuple[TraceRun, ...] = ()  # the traced runs read, fresh (counted) and stale
 

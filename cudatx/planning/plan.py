@@ -20,7 +20,7 @@ from cudatx.environment import Environment
 from cudatx.models import Distribution
 from cudatx.planning.diff import diff
 from cudatx.planning.models import Plan, Repair, name_version
-from cudatx.planning.simulate import record_keys, simulate
+from cudatx.planning.simulate import kept_entries, record_keys, simulate
 from cudatx.uv import UvFailed
 
 Stager = Callable[[tuple[Distribution, ...]], tuple[Distribution, ...]]
@@ -86,6 +86,7 @@ def plan_change(
     names = {p.name for p in plan.reinstall}
     touched = (*removing, *(d for d in env.distributions if d.name in names))
     notes = _withheld_note(withheld(touched, env.target.prefix)) + _conda_notes(env, plan)
+    notes += _kept_note(env, removing)
     return replace(plan, notes=plan.notes + notes) if notes else plan
 
 
@@ -99,6 +100,7 @@ def _change(
     no_deps = options.no_deps
     after = simulate(env, removing, (), installing)
     plain = diff(env, after, removing, (), checks, installing, strict=strict, no_deps=no_deps)
+    plain = _with_replacement(env, plain, removing, installing, options)
     fixes = _repairs(env, plain, removing)
     if not fixes:
         return plain
@@ -143,6 +145,29 @@ def _change(
     )
 
 
+def _with_replacement(
+    env: Environment,
+    plan: Plan,
+    removing: tuple[Distribution, ...],
+    installing: tuple[Distribution, ...],
+    options: PlanOptions,
+) -> Plan:
+    """Where arriving files would leave distributions that stay holding other bytes (a
+    twin installed over its twin: the seed's mess began so), the plan that uninstalls them
+    in the same transaction, suggested only where it is safe."""
+    twins = {x.name for x in plan.losses if x.other_bytes}
+    if not installing or not twins:
+        return plan
+    more = tuple(d for d in env.distributions if d.name in twins)
+    gone = (*removing, *more)
+    after = simulate(env, gone, (), installing)
+    checks, strict, no_deps = options.check_requirements, options.strict, options.no_deps
+    replaced = diff(env, after, gone, (), checks, installing, strict=strict, no_deps=no_deps)
+    if not replaced.safe:
+        return plan
+    return replace(plan, replacing=tuple(map(name_version, more)))
+
+
 def _restores_other_bytes(
     env: Environment, fixes: tuple[Distribution, ...], removing: tuple[Distribution, ...]
 ) -> bool:
@@ -156,6 +181,20 @@ def _restores_other_bytes(
             if key in leaving and own.matches(key, entry) is False:
                 return True
     return False
+
+
+def _kept_note(env: Environment, removing: tuple[Distribution, ...]) -> tuple[str, ...]:
+    """One line per distribution whose shared files, of the same bytes, cudatx keeps."""
+    notes = []
+    for name, entries in sorted(kept_entries(env, removing).items()):
+        listed = sorted(entries)
+        named = ", ".join(listed[:3]) + (", ..." if len(listed) > 3 else "")
+        notes.append(
+            f"{name}'s RECORD lists {_paths(listed)} that a distribution staying here lists "
+            f"with the same bytes ({named}): cudatx keeps them, where `uv pip uninstall` "
+            "alone would delete them for both"
+        )
+    return tuple(notes)
 
 
 def _paths(entries: list[str]) -> str:

@@ -1,7 +1,8 @@
 """The environment after a change, simulated: nothing on disk is touched.
 
 Every path the removed distributions' RECORDs list is gone, co-owned paths included,
-because that is what uv and pip delete; every file an arriving distribution writes holds
+because that is what uv and pip delete, but for those a staying distribution lists with the
+same hash, which cudatx keeps (kept_entries); every file an arriving distribution writes holds
 its staged bytes (cudatx.planning.stage), because uv writes over whatever is there. The
 loader's replay then runs again on that view.
 """
@@ -10,13 +11,70 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 
 from cudatx.discover.sitewalk import extension_roots
 from cudatx.environment import Environment, Owners
 from cudatx.loader.fileview import OverlayView
-from cudatx.models import Distribution
+from cudatx.models import Distribution, RecordEntry
 from cudatx.planning.stage import relocate
 from cudatx.scan import load_roots
+
+
+def kept_entries(env: Environment, removing: Iterable[Distribution]) -> dict[str, frozenset[str]]:
+    """RECORD entries of the distributions that leave which a removal leaves in place, by
+    distribution: a path a distribution that stays lists too, with the same hash. Its bytes
+    are the staying one's as much as the leaving one's, so deleting it takes a file from a
+    package that stays and gives nothing back (a namespace `__init__.py` many wheels ship;
+    the pure-Python files of opencv-python and opencv-python-headless). uv and pip delete
+    it all the same (uv issue #15238); cudatx withholds it from the RECORD it hands uv
+    (cudatx.txn.confine), as it withholds entries that lead outside.
+
+    A path whose hashes differ is not kept: the bytes there may be the leaving one's (the
+    objection that closed uv's PR), and the staying one is told as a loss."""
+    leaving = {d.name for d in removing}
+    staying: dict[str, Distribution] = {}
+    out: dict[str, frozenset[str]] = {}
+    for dist in removing:
+        kept = []
+        for entry in dist.records:
+            if not entry.hash_digest:
+                continue
+            key = env.keys(os.path.join(dist.site, entry.path))
+            others = [n for n in env.owners.get(key, ()) if n not in leaving]
+            for name in others:
+                other = staying.get(name) or env.distribution(name)
+                if other is None:
+                    continue
+                staying[name] = other
+                if _listed_with(env, other, key, entry):
+                    kept.append(entry.path)
+                    break
+        if kept:
+            out[dist.name] = frozenset(kept)
+    return out
+
+
+def _listed_with(env: Environment, dist: Distribution, key: str, entry: RecordEntry) -> bool:
+    """Whether `dist`'s RECORD lists the path `key` with `entry`'s hash."""
+    digest = (entry.hash_digest or "").rstrip("=")
+    return any(
+        e.hash_algorithm == entry.hash_algorithm
+        and (e.hash_digest or "").rstrip("=") == digest
+        and env.keys(os.path.join(dist.site, e.path)) == key
+        for e in dist.records
+        if os.path.basename(e.path) == os.path.basename(entry.path)
+    )
+
+
+def kept_keys(env: Environment, removing: Iterable[Distribution]) -> frozenset[str]:
+    """kept_entries, as the environment keys paths."""
+    by_name = {d.name: d for d in removing}
+    return frozenset(
+        env.keys(os.path.join(by_name[name].site, path))
+        for name, paths in kept_entries(env, by_name.values()).items()
+        for path in paths
+    )
 
 
 def record_keys(env: Environment, dist: Distribution) -> set[str]:
@@ -53,6 +111,7 @@ def simulate(
     gone: set[str] = set()
     for dist in removed:
         gone |= record_keys(env, dist)
+    gone -= kept_keys(env, removed)
     for dist in restored:
         gone -= record_keys(env, dist)
     site = env.target.install_site

@@ -66,7 +66,9 @@ def summary(applied: Applied, prefix: str) -> str:
     lines.append(
         f"Snapshot: {saved.files} file{'s' * (saved.files != 1)}, {size(saved.bytes)} on disk "
         f"({size(saved.linked)} of it hard links to the old files, {size(copied)} copied) "
-        f"in {applied.folder}; `cudatx history prune` frees it"
+        f"in {applied.folder}; "
+        f"`{shlex.join(['cudatx', 'history', 'prune', '--keep', '1', '--python', prefix])}` "
+        "frees the older ones (the latest is always kept)"
     )
     total = sum(seconds.values())
     lines.append(f"Verified in {duration(seconds.get('verify', 0.0))}; {duration(total)} in all")

@@ -42,7 +42,8 @@ def to_text(report: DoctorReport) -> str:
         names = [u.name for u in report.unprovided]
         shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
         lines.append(
-            f"note: {len(names)} names in .rodata strings do not load here (optional run-time "
+            f"note: {len(names)} name{'s' * (len(names) != 1)} in .rodata strings "
+            f"{'do' if len(names) != 1 else 'does'} not load here (optional run-time "
             f"loads: {shown}); `cudatx why NAME` says who names them, --strict counts them"
         )
     for note in report.notes:

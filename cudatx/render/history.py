@@ -17,7 +17,8 @@ def to_text(journals: list[Journal], prefix: str | None = None) -> str:
     if not journals:
         return f"No transactions recorded for {prefix or 'this environment'}.\n"
     lines = [
-        f"{j.id}  {j.created}  {j.state.value:<12}  {j.changes} changes  {j.command}"
+        f"{j.id}  {j.created}  {j.state.value:<12}  "
+        f"{j.changes} change{'s' * (j.changes != 1)}  {j.command}"
         for j in journals
     ]
     return "".join(line + "\n" for line in lines)

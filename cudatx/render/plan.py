@@ -34,6 +34,10 @@ def verdict(plan: Plan) -> str:
         parts.append(
             "torch would load " + _count(len(plan.mixed), "library") + " of another CUDA major"
         )
+    if plan.losses:
+        n = len(plan.losses)
+        stay = "1 package that stays" if n == 1 else f"{n} packages that stay"
+        parts.append(f"{stay} would lose files their RECORD lists")
     if plan.requirements_broken:
         parts.append(_count(len(plan.requirements_broken), "requirement") + " would be unmet")
     if any(c.breaks for c in plan.contexts):
@@ -45,6 +49,14 @@ def verdict(plan: Plan) -> str:
     if not parts and plan.notes:
         parts.append(plan.notes[-1])
     return "Unsafe: " + "; ".join(parts) + "."
+
+
+def _paths(paths: tuple[str, ...], shown_at_most: int = 3) -> str:
+    """ "a, b, c and 4 more"."""
+    text = ", ".join(paths[:shown_at_most])
+    if len(paths) > shown_at_most:
+        text += f" and {len(paths) - shown_at_most} more"
+    return text
 
 
 def _packages(plan: Plan) -> list[str]:
@@ -191,26 +203,46 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
                 f"  {m.soname} for {shown(m.needed_by, sites)}: {shown(m.path, sites)} "
                 f"is a CUDA {m.major} build ({m.reason})"
             )
-    if plan.left_hollow:
+    hollow = [x for x in plan.losses if x.missing]
+    if hollow:
         lines.append("Would leave hollow (installed, but missing files their RECORD lists):")
-        lines += [f" ! {p.name}=={p.version}" for p in plan.left_hollow]
-    if plan.overwritten:
-        lines.append(
-            "Would overwrite shared paths of (still installed, their RECORD names other bytes):"
-        )
-        lines += [f" ~ {p.name}=={p.version}" for p in plan.overwritten]
+        for x in hollow:
+            breaks = ", ".join(f"`import {m}`" for m in x.imports)
+            lines.append(
+                f" ! {x.name}=={x.version} would lose {_paths(x.missing)}"
+                + (f": {breaks} breaks" if breaks else "")
+            )
+    overwritten = [x for x in plan.losses if x.other_bytes]
+    if overwritten:
+        lines.append("Would overwrite (still installed, their RECORD names other bytes):")
+        lines += [
+            f" ~ {x.name}=={x.version} would hold other bytes at {_paths(x.other_bytes)}"
+            for x in overwritten
+        ]
     lines += _rebinds(plan.rebound, sites)
+    if plan.cures:
+        lines.append(f"Cures {_count(len(plan.cures), 'error')} doctor reports now:")
+        lines += [f"  {c.what}" for c in plan.cures]
     if plan.preexisting:
         lines.append(
             f"Already broken before this change (not counted): {len(plan.preexisting)} "
             "(see `cudatx doctor`)"
         )
     lines += [f"note: {n}" for n in plan.notes]
-    if plan.repair is not None:
+    if plan.replacing:
+        words = " ".join(f"--replacing {p.name}" for p in plan.replacing)
+        names = ", ".join(p.name for p in plan.replacing)
+        lines.append(
+            f"Suggested: {command} {words} --dry-run  (uninstalls {names} in the same "
+            "transaction, so nothing stays holding the other's bytes; safe)"
+        )
+    # A suggestion only where it can make the plan safe: checked safe, or not checkable
+    # without staging the wheels (the dry run it suggests checks it).
+    if plan.repair is not None and plan.repair.safe is not False:
         if plan.repair.safe is None:
             check = "that dry run checks it with the reinstalled wheels' bytes"
         else:
-            check = "safe" if plan.repair.safe else "still unsafe"
+            check = "safe"
         names = ", ".join(p.name for p in plan.repair.reinstall)
         lines.append(
             f"Suggested: {command} --dry-run --repair  "

@@ -186,7 +186,7 @@ def apply_change(
         leaving = (*change.removing, *change.reinstalling)
         # Exactly what uv deletes (__pycache__ and emptied folders included), and what
         # arrives: the snapshot saves it all, with the modes of the folders.
-        deleted, folders = uninstalled(leaving, env.target.prefix)
+        deleted, folders = uninstalled(leaving, env.target.prefix, change.kept)
         touched = sorted(set(deleted) | arriving)
         _check_running(touched, options)
         txn = store.new_id()
@@ -231,7 +231,7 @@ def apply_change(
         try:
             # uv deletes what a RECORD lists, through symlinks too: entries that lead out of
             # the environment go from the RECORDs first (the snapshot holds the originals).
-            withheld = confine.withhold(leaving, env.target.prefix)
+            withheld = confine.withhold(leaving, env.target.prefix, change.kept)
             journal.record(withheld=withheld)
             _run_uv(journal, uv, env.target.prefix, change, options.uv_options, lock, clock)
             with clock.phase("verify", "rescan" + (" and --verify" if options.verify else "")):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from cudatx.discover.confinement import listing, listing_rows, withheld_row
@@ -22,11 +22,15 @@ from cudatx.models import Distribution
 from cudatx.txn.store import atomic_write
 
 
-def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
+def withhold(
+    dists: Iterable[Distribution], prefix: str, kept: Mapping[str, frozenset[str]] | None = None
+) -> list[str]:
     """Rewrite each distribution's RECORD (installed-files.txt for an egg-info) without the
     entries uv must not be given (cudatx.discover.confinement.withheld_because: outside, a
-    folder, empty, the prefix, the store), and without rows csv cannot read (another reader
-    may read them otherwise); returns the entries taken out, as `name: entry (why)`.
+    folder, empty, the prefix, the store), without the entries `kept` names for it (a path a
+    staying distribution lists with the same bytes: cudatx.planning.simulate.kept_entries),
+    and without rows csv cannot read (another reader may read them otherwise); returns the
+    entries taken out, as `name: entry (why)`.
 
     The RECORD is read again here, under the transaction's lock, not taken from the scan. It
     is replaced by rename (atomic_write), never written in place: the snapshot may hold a hard
@@ -44,12 +48,15 @@ def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
             ) from None
         if rows is None:
             continue
-        kept: list[list[str]] = []
+        keep: list[list[str]] = []
         dropped: list[str] = []
+        shared = (kept or {}).get(dist.name, frozenset())
         for row in rows:
             reason = withheld_row(base, row, real_prefix)
+            if reason is None and isinstance(row, list) and row and row[0] in shared:
+                reason = "a distribution that stays lists the same bytes"
             if reason is None and isinstance(row, list):
-                kept.append(row)
+                keep.append(row)
             else:
                 entry = "" if isinstance(row, csv.Error) else row[0]
                 dropped.append(f"{entry!r} ({reason})")
@@ -57,9 +64,9 @@ def withhold(dists: Iterable[Distribution], prefix: str) -> list[str]:
             continue
         out = io.StringIO(newline="")
         if dist.kind == "egg-info":
-            out.writelines(row[0] + "\n" for row in kept)
+            out.writelines(row[0] + "\n" for row in keep)
         else:
-            csv.writer(out, lineterminator="\n").writerows(kept)
+            csv.writer(out, lineterminator="\n").writerows(keep)
         try:
             atomic_write(Path(listing_path), out.getvalue().encode("utf-8", "surrogateescape"))
         except OSError as exc:

@@ -151,7 +151,8 @@ def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
             changed = [p for p, h in journal.after.items() if sha256_hex(p) != h]
             if changed:
                 raise Conflict(
-                    f"{len(changed)} files changed since transaction {txn} "
+                    f"{len(changed)} file{'s' * (len(changed) != 1)} changed since transaction "
+                    f"{txn} "
                     f"(e.g. {changed[0]}); --force to roll back anyway"
                 )
         log = JournalWriter(store, journal)

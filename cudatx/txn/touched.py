@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from cudatx.discover.confinement import listing, listing_rows, withheld_row
 from cudatx.models import Distribution
@@ -36,7 +36,9 @@ def _tree(folder: str, files: set[str], folders: set[str]) -> None:
         files.update(os.path.join(top, d) for d in subdirs if os.path.islink(os.path.join(top, d)))
 
 
-def uninstalled(dists: Iterable[Distribution], prefix: str) -> tuple[list[str], list[str]]:
+def uninstalled(
+    dists: Iterable[Distribution], prefix: str, kept: Mapping[str, frozenset[str]] | None = None
+) -> tuple[list[str], list[str]]:
     """(files, folders) that uv's uninstall of `dists` deletes, as uv does it.
 
     uv deletes each RECORD entry (those cudatx lets it have: cudatx.txn.confine), then, for
@@ -56,7 +58,10 @@ def uninstalled(dists: Iterable[Distribution], prefix: str) -> tuple[list[str], 
             rows = listing_rows(dist) or []
         except OSError:
             rows = []  # confine.withhold says it, under the lock, before uv runs
+        shared = (kept or {}).get(dist.name, frozenset())
         for row in rows:
+            if isinstance(row, list) and row and row[0] in shared:
+                continue  # confine.withhold keeps it from uv
             if isinstance(row, list) and withheld_row(base, row, real_prefix) is None:
                 path = os.path.normpath(os.path.join(base, row[0]))
                 files.add(path)

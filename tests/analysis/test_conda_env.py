@@ -229,7 +229,7 @@ def test_doctor_names_the_co_owned_path_with_both_owners(world: CondaWorld) -> N
     (hollow,) = [p for p in report["problems"] if p["code"] == "hollow"]
     assert hollow["distributions"] == ["conda:cudnn"]
     assert hollow["paths"] == [f"lib/{CUDNN}"]
-    assert f"1 of its {CUDNN_FILES} files have other bytes" in hollow["what"]
+    assert f"1 of its {CUDNN_FILES} files has other bytes" in hollow["what"]
     assert hollow["fix"] == (
         f"conda install -p {world.venv} --force-reinstall cudnn={VERSION}={BUILD}"
     )

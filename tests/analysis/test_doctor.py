@@ -112,7 +112,7 @@ def fixed(removed: State, wheels: Wheels, work: Path) -> tuple[list[str], State]
     """Run the fix doctor printed for the hollow cu13, as printed, offline."""
     (hollow,) = [p for p in removed.problems("hollow") if p["distributions"] == [CU13]]
     argv = shlex.split(hollow["fix"])
-    assert argv[:3] == ["uv", "pip", "install"], argv  # checked in full by the tests
+    assert os.path.basename(argv[0]) == "uv" and argv[1:3] == ["pip", "install"], argv
     # Only additions: no network and no user cache here; the spec printed is kept as is.
     offline = ["--offline", "--no-index", "--find-links", os.fspath(wheels.folder)]
     uv_run([*argv[1:], *offline, "--link-mode", "copy"])
@@ -161,7 +161,7 @@ def _fix(problem: dict[str, Any]) -> list[str]:
 def _reinstalls_cu13(argv: list[str], venv: Path) -> None:
     """`uv pip install --python VENV --reinstall-package nvidia-cudnn-cu13 --no-deps SPEC`,
     SPEC naming the wheel uv installed it from (its direct_url.json)."""
-    assert argv[:3] == ["uv", "pip", "install"], argv
+    assert os.path.basename(argv[0]) == "uv" and argv[1:3] == ["pip", "install"], argv
     assert argv[argv.index("--python") + 1] == os.fspath(venv)
     assert argv[argv.index("--reinstall-package") + 1] == CU13
     assert "--no-deps" in argv

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -133,6 +134,14 @@ def test_quiet_prints_the_verdict_line_alone(demo: Path) -> None:
     ]
 
 
+def test_doctor_s_quiet_verdict_stands_alone(demo: Path) -> None:
+    """`doctor -q` prints the verdict alone: it never points at findings "below" it."""
+    done = in_terminal("doctor", "-q", "--color", "never", "--python", _venv(demo))
+    assert done.returncode == 1, done.err
+    (line,) = done.out.splitlines()
+    assert line.startswith("1 error: ") and "below" not in line, line
+
+
 def test_quiet_keeps_errors(demo: Path) -> None:
     done = in_terminal("-q", "why", "libnothing.so.1", "--python", _venv(demo))
     assert done.returncode == 4
@@ -153,7 +162,7 @@ def test_verbose_says_what_the_scan_read_and_every_search(demo: Path) -> None:
 # -- graph ----------------------------------------------------------------------------------
 
 
-def test_graph_is_a_tree_at_a_terminal_and_json_in_a_pipe(demo: Path) -> None:
+def test_graph_is_the_same_tree_at_a_terminal_and_in_a_pipe(demo: Path) -> None:
     tree = in_terminal("graph", "--around", "libcudnn.so.9", "--python", _venv(demo))
     assert tree.returncode == 0, tree.err
     lines = tree.out.splitlines()
@@ -164,8 +173,30 @@ def test_graph_is_a_tree_at_a_terminal_and_json_in_a_pipe(demo: Path) -> None:
     assert f"{CU13} 9.13.0.50" in lines
     assert lines[-1] == "* whose bytes are on disk, of a file several RECORDs list"
     assert not any("requires" in line for line in lines)  # not without --requires
+    # `cudatx graph | less` shows what the terminal shows; JSON only when asked for.
     piped = cudatx("graph", "--around", "libcudnn.so.9", "--python", _venv(demo), hide=QUIET)
-    assert json.loads(piped.stdout)["schema_version"] == 1
+    assert piped.stdout.splitlines() == lines
+    asked = cudatx(
+        "graph", "--around", "libcudnn.so.9", "--format", "json", "--python", _venv(demo),
+        hide=QUIET,
+    )  # fmt: skip
+    assert json.loads(asked.stdout)["schema_version"] == 1
+
+
+@pytest.mark.parametrize("rows", [12, 40, 400])
+def test_around_s_default_radius_fits_the_screen(demo: Path, rows: int) -> None:
+    """Without --radius, the largest radius whose tree fits the terminal's height (LINES),
+    at least 1: never most of the graph on one screen."""
+    env = {"LINES": str(rows)}
+    done = cudatx("graph", "--around", "libcudnn.so.9", "--python", _venv(demo), env=env)
+    assert done.returncode == 0, done.stderr
+    one = cudatx(
+        "graph", "--around", "libcudnn.so.9", "--radius", "1", "--python", _venv(demo)
+    ).stdout.count("\n")
+    shown = done.stdout.count("\n")
+    assert shown <= rows or shown == one, (rows, shown, one)
+    whole = cudatx("graph", "--python", _venv(demo)).stdout.count("\n")
+    assert shown < whole
 
 
 def test_graph_text_says_each_need_once(demo: Path) -> None:
@@ -285,6 +316,12 @@ def test_apply_at_a_terminal_shows_phases_summary_and_undo(copy: Path) -> None:
         re.M,
     )
     assert found and found.group(1) == found.group(2) and found.group(3) == venv, err
+    # Every command it prints runs as printed: the prune it names too.
+    prune = re.search(r"; `(cudatx history prune [^`]+)` frees the older ones", err)
+    assert prune, err
+    pruned = cudatx(*shlex.split(prune.group(1))[1:], hide=QUIET)
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout == "Freed the snapshots of 0 transactions.\n"  # the latest is kept
     assert done.stdout.startswith(b"Safe: ")  # the plan, on stdout; nothing of the steps
     assert b"Saving" not in done.stdout
     # The undo command it printed works, and a second rollback says so.

@@ -243,7 +243,7 @@ def test_demo_prints_commands_that_run_as_printed(tmp_path: Path) -> None:
     assert plugin_before.splitlines()[1].startswith("Safe:")
     assert "recorded as trace" in traced
     assert plugin_after.splitlines()[1].startswith("Unsafe: 1 library would not load.")
-    assert "loaded by the traced run `python -c 'import cudatx_demo_plugin;" in plugin_after
+    assert "loaded by the traced run `python -c 'import cudatx_demo_serve;" in plugin_after
     (suggested,) = [ln for ln in lines if ln.startswith("Suggested: ")]
     pasted = shlex.split(suggested.removeprefix("Suggested: ").split("  (")[0])
     wheels = str(keep / "wheels")

@@ -770,10 +770,11 @@ def test_removed_sub_library_is_not_found_and_doctor_names_its_hollow_owner(
 
     # A known run-time load (runtime.json) is decisive: an error, whose cause is the
     # distribution that lists the file and lost it.
-    (problem,) = [p for p in broken.report.problems if p.severity.value == "error"]
-    assert problem.code == "hollow" and problem.distributions == (CUDNN_CU12,)
-    (consequence,) = problem.consequences
+    (problem,) = [p for p in broken.report.problems if p.distributions == (CUDNN_CU12,)]
+    assert problem.code == "hollow" and problem.severity.value == "error"
+    consequence, lost = problem.consequences
     assert consequence.startswith(f"{CUDNN_DIR}/libcudnn.so.9 loads {REMOVED_SUBLIB} at run time")
+    assert lost.startswith(f"it lost {CUDNN_DIR}/{REMOVED_SUBLIB}")
     dist = broken.env.distribution(CUDNN_CU12)
     assert dist is not None and problem.fix == reinstall_command(broken.env, dist)
     assert f"--reinstall-package {CUDNN_CU12}" in problem.fix
@@ -836,7 +837,7 @@ def test_unprovided_names_each_file_once(whole: Venv) -> None:
     assert unprovided.named_by == (STRINGS,)
 
 
-def test_string_listed_in_a_record_but_gone_is_a_note_and_its_owner_a_warning(
+def test_string_listed_in_a_record_but_gone_is_a_note_and_its_owner_an_error(
     broken: Venv,
 ) -> None:
     load = _strings(broken)
@@ -850,9 +851,10 @@ def test_string_listed_in_a_record_but_gone_is_a_note_and_its_owner_a_warning(
     (named,) = [u for u in broken.report.unprovided if u.name == "libgone.so.2"]
     assert [_real(broken.site / n) for n in named.named_by] == [broken.path(STRINGS)]
     assert not [p for p in broken.report.problems if "libgone" in p.what]
-    # ... while the distribution that lost the file is hollow, a warning with its fix.
+    # ... while the distribution that lost the file is hollow: a package that lost a library
+    # is broken whatever loads it (an error, with its fix).
     (problem,) = [p for p in broken.report.problems if p.distributions == ("gone-provider",)]
-    assert (problem.code, problem.severity.value) == ("hollow", "warning")
+    assert (problem.code, problem.severity.value) == ("hollow", "error")
     dist = broken.env.distribution("gone-provider")
     assert dist is not None and problem.fix == reinstall_command(broken.env, dist)
 
@@ -860,8 +862,8 @@ def test_string_listed_in_a_record_but_gone_is_a_note_and_its_owner_a_warning(
 def test_broken_env_problems_are_exactly_the_removed_files(broken: Venv) -> None:
     codes = sorted((p.code, p.severity.value, p.distributions) for p in broken.report.problems)
     assert codes == [
+        ("hollow", "error", ("gone-provider",)),  # it lost a library, whoever loads it
         ("hollow", "error", (CUDNN_CU12,)),  # a run-time load of cuDNN misses its file
-        ("hollow", "warning", ("gone-provider",)),  # only a string names its file
     ]
 
 

@@ -62,13 +62,14 @@ def test_json_blames_the_removed_line(venv: Path, wheels: Wheels, tmp_path: Path
     kept = [ln for ln in frozen if not ln.startswith((f"{CU12}==", f"{CU12} @ "))]
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("\n".join(kept) + "\n")
-    # Outside git, a freeze that lacks a line no longer lists every installed distribution:
-    # auto reads it as `uv pip install -r` (safe); --mode sync says it is the whole set.
+    # A freeze that lacks a line nothing requires is still the whole set (a freeze less a
+    # leaf the user dropped), in git or not: auto reads it as `uv pip sync`, as --mode sync.
     auto = _check(venv, wheels, str(requirements), "--json")
-    assert auto.returncode == 0, auto.stderr
-    assert json.loads(auto.stdout)["files"][0]["mode"] == "install"
+    assert auto.returncode == FINDINGS, auto.stderr
+    assert json.loads(auto.stdout)["files"][0]["mode"] == "sync"
     done = _check(venv, wheels, str(requirements), "--json", "--mode", "sync")
     assert done.returncode == FINDINGS, done.stderr
+    assert done.stdout == auto.stdout
     (check,) = json.loads(done.stdout)["files"]
     assert check["mode"] == "sync" and not check["committed"]
     assert [b["name"] for b in check["blame"]] == [CU12]
@@ -119,14 +120,17 @@ def test_printed_commands_run_as_printed(venv: Path, wheels: Wheels, tmp_path: P
     assert pasted.stdout.startswith("Safe:"), pasted.stdout
 
 
-def test_no_environment_skips_or_fails_as_asked(tmp_path: Path) -> None:
+def test_no_environment_checks_the_file_or_fails_as_asked(wheels: Wheels, tmp_path: Path) -> None:
+    """With no environment the file is checked alone (its wheels' paths), and says so;
+    --require-env fails instead (exit 3)."""
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("six==1.17.0\n")
+    requirements.write_text(f"{CU12}\n")
     hide = ("VIRTUAL_ENV", "CONDA_PREFIX")
     env = {"PRE_COMMIT": "1", "VIRTUAL_ENV": str(tmp_path)}  # pre-commit's own: never trusted
-    command = ("check-requirements", str(requirements))
-    skipped = cudatx(*command, cwd=tmp_path, hide=hide, env=env)
-    assert skipped.returncode == 0 and "no environment to check" in skipped.stderr
+    command = ("check-requirements", str(requirements), *_links(wheels))
+    checked = cudatx(*command, cwd=tmp_path, hide=hide, env=env)
+    assert checked.returncode == 0 and checked.stdout == "", checked.stdout + checked.stderr
+    assert "no environment to check: checking the wheels" in checked.stderr
     failed = cudatx(*command, "--require-env", cwd=tmp_path, hide=hide, env=env)
     assert failed.returncode == 3, failed.stderr
     assert failed.stderr.count("\n") == 1 and "no environment to check" in failed.stderr
@@ -142,3 +146,56 @@ def test_malformed_file_is_one_line(venv: Path, wheels: Wheels, tmp_path: Path) 
     lock.write_text("version = [\n")
     done = _check(venv, wheels, str(lock))
     assert done.returncode == 2 and "not valid TOML" in done.stderr, done.stderr
+
+
+def test_the_mode_holds_from_commit_to_commit(wheels: Wheels, tmp_path: Path) -> None:
+    """The hook's sequence: commit a freeze, then one that drops a line nothing requires
+    (accepted: removing it breaks nothing), then one that only adds a comment. The second
+    check reads the file as the first did (sync), never as an install that suddenly lacks
+    what the environment holds (the mode flipped when the committed file stopped listing
+    every installed distribution)."""
+    import subprocess as sp
+
+    from tests.support import build_wheel, uv_install
+    from tests.support.precommit_story import freeze
+
+    leaf = build_wheel(tmp_path / "leaf", "leafpkg", "1.0", {"leafpkg/__init__.py": b"X = 1\n"})
+    venv = install_cudnn_world(wheels, tmp_path / "venv", cu12_last=True)
+    uv_install(venv, [leaf])
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    sp.run([*git, "init", "-q"], check=True)
+    requirements = repo / "requirements.txt"
+    frozen = freeze(venv)
+    requirements.write_text(frozen)
+    sp.run([*git, "add", "."], check=True)
+    sp.run([*git, "commit", "-q", "-m", "freeze"], check=True)
+    links = [*_links(wheels), "--find-links", str(leaf.parent)]
+
+    def check() -> dict[str, object]:
+        done = cudatx(
+            "check-requirements", requirements, "--json", "--python", venv, *links, cwd=repo
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        (found,) = json.loads(done.stdout)["files"]
+        assert isinstance(found, dict)
+        return found
+
+    dropped = "".join(ln for ln in frozen.splitlines(True) if not ln.startswith("leafpkg"))
+    requirements.write_text(dropped)
+    first = check()
+    sp.run([*git, "commit", "-q", "-am", "drop leafpkg"], check=True)
+    requirements.write_text("# pinned by uv pip freeze\n" + dropped)
+    second = check()
+    assert first["mode"] == second["mode"] == "sync", (first["mode"], second["mode"])
+    # Blame names the lines whose change alone matters: dropping the cuDNN whose bytes are on
+    # disk too breaks torch; the harmless leaf dropped before is no part of it.
+    sp.run([*git, "commit", "-q", "-am", "a comment"], check=True)
+    requirements.write_text(
+        "".join(ln for ln in dropped.splitlines(True) if not ln.startswith(CU12))
+    )
+    done = cudatx("check-requirements", requirements, "--json", "--python", venv, *links, cwd=repo)
+    assert done.returncode == FINDINGS, done.stdout + done.stderr
+    (third,) = json.loads(done.stdout)["files"]
+    assert [b["name"] for b in third["blame"]] == [CU12], third["blame"]

@@ -208,7 +208,12 @@ def test_rollback_restores_a_script_another_wheel_overwrote(tmp_path: Path) -> N
     assert b"tool-a" in script.read_bytes()
     before = tree_digest(venv)
     links = ("--offline", "--find-links", str(folder), "--ignore-running")
-    applied = cudatx("install", "tool-b", "--yes", *links, "--python", venv, cwd=tmp_path)
+    # tool-a stays and its script would hold tool-b's bytes: unsafe (issue 22), so forced.
+    dry = cudatx("install", "tool-b", "--dry-run", *links, "--python", venv, cwd=tmp_path)
+    assert dry.returncode == 1 and " ~ tool-a==1.0 would hold other bytes at " in dry.stdout
+    applied = cudatx(
+        "install", "tool-b", "--yes", "--force", *links, "--python", venv, cwd=tmp_path
+    )
     assert applied.returncode == 0, applied.stderr
     assert b"tool-b" in script.read_bytes()
     back = cudatx("rollback", "--yes", "--python", venv, cwd=tmp_path)

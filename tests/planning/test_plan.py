@@ -87,11 +87,14 @@ PLAN_KEYS = {
     "requirements_checked",
     "left_hollow",
     "overwritten",
+    "losses",
     "mixed",
     "at_risk",
     "strict",
     "preexisting",
+    "cures",
     "repair",
+    "replacing",
     "notes",
     "traces",
 }
@@ -882,7 +885,8 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
     assert run.returncode == 1, run.stderr
     lines = run.lines
     assert lines[:5] == [
-        "Unsafe: 1 import would fail; 1 library would not load.",
+        "Unsafe: 1 import would fail; 1 library would not load; 1 package that stays would "
+        "lose files their RECORD lists.",
         "Would uninstall 1 package",
         f" - {CU12}=={CU12_VERSION}",
         "Would break:",
@@ -894,7 +898,10 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
     assert lines[8:] == [
         f"  import of {CUDNN_EXT} [cudnnuser] would fail: libcudnn.so.9 not found",
         "Would leave hollow (installed, but missing files their RECORD lists):",
-        f" ! {CU13}=={CU13_VERSION}",
+        f" ! {CU13}=={CU13_VERSION} would lose {CUDNN}, {CUDNN_DIR}/libcudnn_adv.so.9, "
+        f"{CUDNN_DIR}/libcudnn_cnn.so.9 and 5 more",
+        # cu12's cuDNN gone, nothing dlopens the CUDA 12 cuBLASLt and NVRTC it lacked: no
+        # cure, since only taking cuDNN away ends it
         "Already broken before this change (not counted): 2 (see `cudatx doctor`)",
         f"Suggested: cudatx remove 'nvidia-cudnn-cu1[2]' --python {trap} --dry-run --repair  "
         f"(reinstalls {CU13} after the removal; that dry run checks it with the reinstalled "

@@ -16,19 +16,26 @@ install`` per install group so co-owned bytes really overwrite.
 Then the oracle:
 
 - ``cudatx remove SET --dry-run --json --no-requirements-check`` runs on the venv;
-- a copy of the venv (``cp -a``) gets a real ``uv pip uninstall SET``;
+- a copy of the venv (``cp -a``) gets the change cudatx makes: a real ``uv pip uninstall
+  SET``, the rows a staying RECORD lists with the same hash first taken out of the leaving
+  RECORDs (cudatx keeps those files);
 - each module is imported by a fresh interpreter in the venv before and in the copy after.
 
 The modules cudatx's ``broken_roots`` names must be exactly the modules that imported before
-and fail after; ``safe`` must say "nothing stops importing"; the exit code must follow
-``safe``; the modules that import before must be exactly those cudatx's scan loads (a
-module broken before is never blamed on the plan); and the dry run changes nothing on disk.
+and fail after; its ``losses`` exactly the distributions that stay and lose files their
+RECORD lists (or hold other bytes there); ``safe`` must say "nothing stops importing and
+nothing is lost"; the exit code must follow ``safe``; the modules that import before must
+be exactly those cudatx's scan loads (a module broken before is never blamed on the plan);
+and the dry run changes nothing on disk.
 On a mismatch the failure shows the layout, cudatx's JSON and the real import errors, and
 keeps the example's folders for a rerun by hand.
 """
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
 import json
 import os
 import random
@@ -59,6 +66,7 @@ from tests.support import (
     venv_python,
 )
 from tests.support.cli import cudatx
+from tests.support.examples import ORACLE_EXAMPLES
 from tests.support.paths import REPO
 
 SLOTS = 6  # libslot0.so.1 .. libslot5.so.1; slot i may need slots < i
@@ -69,6 +77,8 @@ MISSING = "z"  # named by search paths, shipped by nobody
 LIB_DISTS = ("dist-a", "dist-b", "dist-c", "dist-d")
 VERSION = "1.0"
 POOL_SEED = 20240604  # the pool is the same on every run, as the examples are
+
+pytestmark = pytest.mark.oracle
 
 
 def soname(slot: int) -> str:
@@ -423,9 +433,63 @@ def tree_state(folder: Path) -> dict[str, tuple[int, int, int]]:
     return state
 
 
+def _records(site: Path) -> dict[str, list[list[str]]]:
+    """Each distribution's RECORD rows, by name (`dist-a`), read with csv."""
+    out = {}
+    for record in site.glob("*.dist-info/RECORD"):
+        name = record.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0].replace("_", "-")
+        with open(record, newline="") as f:
+            out[name] = [row for row in csv.reader(f) if row]
+    return out
+
+
 def copy_and_uninstall(venv: Path, copy: Path, remove: Sequence[str]) -> None:
+    """The change cudatx makes, done by hand in a copy: a real `uv pip uninstall`, after
+    taking out of each leaving RECORD the rows a staying RECORD lists with the same hash (the
+    rule cudatx's apply follows, cudatx.planning.simulate.kept_entries)."""
     subprocess.run(["cp", "-a", os.fspath(venv), os.fspath(copy)], check=True)
+    site = site_packages(copy)
+    records = _records(site)
+    staying = {
+        tuple(r[:2])
+        for n, rows in records.items()
+        if n not in remove
+        for r in rows
+        if r[1:2] != [""]
+    }
+    for name in remove:
+        record = next(site.glob(f"{name.replace('-', '_')}-*.dist-info/RECORD"))
+        rows = [r for r in records[name] if tuple(r[:2]) not in staying]
+        record.unlink()  # a copy of its own: `cp -a` made no hard link to the original
+        with open(record, "w", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerows(rows)
     uv_uninstall(copy, list(remove))
+
+
+def real_losses(venv: Path, copy: Path, remove: Sequence[str]) -> set[str]:
+    """Distributions that stay and, after the change, miss a file their RECORD lists that
+    was there before (whoever's bytes it held: the seed's case, a twin's bytes deleted), or
+    hold other bytes where they held their own: the judge of the plan's `losses`."""
+    site, after = site_packages(venv), site_packages(copy)
+    lost = set()
+    for name, rows in _records(site).items():
+        if name in remove:
+            continue
+        for row in rows:
+            if len(row) < 2 or not row[1].startswith("sha256="):
+                continue
+            was, now = _digest(site / row[0]), _digest(after / row[0])
+            if (was is not None and now is None) or (was == row[1] and now != row[1]):
+                lost.add(name)
+    return lost
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
 
 
 @dataclass(frozen=True)
@@ -639,11 +703,20 @@ def check(outcome: Outcome, pool: Pool) -> None:
         assert error.startswith(f"ImportError: {entry['first_missing']}: "), (
             f"first_missing {entry['first_missing']!r}, the real import says {error!r}" + message
         )
+    lost = real_losses(outcome.venv, outcome.copy, outcome.layout.remove)
+    assert {x["name"] for x in report["losses"]} == lost, (
+        f"losses predicts {sorted(x['name'] for x in report['losses'])}; really lose files: "
+        f"{sorted(lost)}" + message
+    )
     assert report["safe"] == (
-        not report["broken"] and not report["broken_roots"] and not report["requirements_broken"]
+        not report["broken"]
+        and not report["broken_roots"]
+        and not report["requirements_broken"]
+        and not report["losses"]
     ), "'safe' disagrees with its own lists" + message
-    assert report["safe"] == (not actual), (
-        f"'safe' is {report['safe']}, yet {len(actual)} modules really stop importing" + message
+    assert report["safe"] == (not actual and not lost), (
+        f"'safe' is {report['safe']}, yet {len(actual)} modules really stop importing and "
+        f"{len(lost)} distributions lose files" + message
     )
     assert plan.returncode == (0 if report["safe"] else 1), "exit code vs 'safe'" + message
 
@@ -652,10 +725,10 @@ _KEPT: list[Path] = []  # folders of failing examples, oldest first
 
 
 @settings(
-    max_examples=200,
+    max_examples=ORACLE_EXAMPLES,
     deadline=None,
     database=None,  # keep .hypothesis/ out of the checkout
-    derandomize=True,  # the same 200 examples every run
+    derandomize=True,  # the same examples every run
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(layout=layouts())

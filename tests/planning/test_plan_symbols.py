@@ -157,3 +157,47 @@ def test_no_deps_is_passed_to_uv(world: World, tmp_path: Path) -> None:
     plain, no_deps = (json.loads(s.stdout) for s in synced)
     assert plain["requirements_broken"] == [{"dist": "fx-needy", "requirement": "fx-absent"}]
     assert no_deps["requirements_broken"] == [] and no_deps["install"] == plain["install"]
+
+
+def test_an_arriving_extension_that_would_fail_is_a_broken_root(
+    world: World, tmp_path: Path
+) -> None:
+    """One shape for a failing import, installed or arriving: an extension built against a
+    release of the provider that defines f3 (2.0), arriving where 1.0 is installed, is in
+    `broken_roots` with glibc's message; `broken` holds only libraries something needs."""
+    build = tmp_path / "build"
+    lib = compile_lib(
+        build / LIB, soname="libpv.so", source=functions(*RELEASES["2.0"][0]),
+        version_script=RELEASES["2.0"][1],
+    )  # fmt: skip
+    ext = compile_extension(
+        build / "late",
+        "_ext",
+        source=ext_source("_ext", calls=["f3"]),
+        needed=[lib],
+        runpath="$ORIGIN/../prov/lib",
+    )
+    late = build_wheel(
+        tmp_path / "w", "fx-late", "1.0", {"late/__init__.py": b"", f"late/_ext{EXT}": ext}
+    )
+    links = ("--offline", "--find-links", str(late.parent), "--ignore-running", "--no-deps")
+    done = cudatx("install", "fx-late", "--dry-run", "--json", *links, "--python", world.pristine)
+    assert done.returncode == 1, done.stderr
+    plan = json.loads(done.stdout)
+    # The library it needs, lacking the symbol, may be named; the module itself is no
+    # library needed by the interpreter.
+    assert all(b["evidence"] != "import" for b in plan["broken"]), plan["broken"]
+    assert [b["soname"] for b in plan["broken"]] in ([], ["libpv.so"]), plan["broken"]
+    (root,) = plan["broken_roots"]
+    assert root["root"].endswith(f"late/_ext{EXT}") and root["dist"] == "fx-late"
+    assert root["missing"] == ["`V3'"]  # glibc checks versions first
+    # The real loader, after the same install by uv in a copy.
+    venv = make_venv(tmp_path / "venv")
+    uv_install(venv, [world.wheels / "fx_prov-1.0-py3-none-any.whl", late])
+    seen = observe_import(venv_python(venv), "late._ext")
+    assert not seen.ok
+    real = (seen.error or "").removeprefix("ImportError: ")
+    assert root["detail"] == real.replace(str(venv), str(world.pristine))
+    text = cudatx("install", "fx-late", "--dry-run", *links, "--python", world.pristine).stdout
+    assert text.startswith("Unsafe: 1 import would fail"), text
+    assert f"import of late/_ext{EXT} [fx-late] would fail: " in text

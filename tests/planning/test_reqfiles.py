@@ -240,6 +240,36 @@ def test_include_cycle_and_missing_include(tmp_path: Path) -> None:
     assert "missing.txt: No such file or directory" in refusal(tmp_path / "c.txt", UnreadableFile)
 
 
+def test_variables_are_expanded_as_pip_and_uv_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`${NAME}` in an include, a path and a URL: expanded from the environment, as pip and uv
+    do; `$NAME`, lower-case names and unset variables stay as written."""
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "a.txt").write_text("six==1.16.0\n")
+    wheel = "pkg_x-1.0-py3-none-any.whl"
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text(
+        "-r ${SUBDIR}/a.txt\n"
+        f"./${{DIST}}/{wheel}\n"
+        "idna @ https://${HOST}/idna-3.7-py3-none-any.whl\n"
+        "--find-links ${UNSET_HERE}/wheels\n"
+    )
+    monkeypatch.setenv("SUBDIR", "sub")
+    monkeypatch.setenv("DIST", "dist")
+    monkeypatch.setenv("HOST", "files.example")
+    monkeypatch.delenv("UNSET_HERE", raising=False)
+    found = read(reqs)
+    pins = by_name(found)
+    assert pins["six"].source == str(sub / "a.txt")
+    assert pins["pkg-x"].url == str(tmp_path / "dist" / wheel)
+    assert pins["idna"].url == "https://files.example/idna-3.7-py3-none-any.whl"
+    assert found.options[-1] == "${UNSET_HERE}/wheels"  # unset: as written, as pip leaves it
+    monkeypatch.delenv("SUBDIR")
+    assert "${SUBDIR}/a.txt" in refusal(reqs, UnreadableFile)
+
+
 def test_unreadable_files(tmp_path: Path) -> None:
     assert "No such file" in refusal(tmp_path / "none.txt", UnreadableFile)
     (tmp_path / "latin1.txt").write_bytes(b"caf\xe9\n")

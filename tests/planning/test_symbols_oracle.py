@@ -53,6 +53,7 @@ from tests.support import (
     uv_uninstall,
 )
 from tests.support.cli import cudatx
+from tests.support.examples import ORACLE_EXAMPLES
 from tests.support.paths import REPO
 
 PROVIDERS = 2
@@ -63,6 +64,8 @@ MODULES = 3
 VARIANTS = 4
 POOL_SEED = 20261202
 RUNPATH = "$ORIGIN/../provlib/primary:$ORIGIN/../provlib/fallback"
+
+pytestmark = pytest.mark.oracle
 
 
 def soname(i: int) -> str:
@@ -393,8 +396,7 @@ def check(outcome: Outcome, layout: Layout, pool: Pool) -> None:
     for entry in report["broken_roots"]:
         module = module_of(entry["root"], site)
         real = outcome.after[module].error.replace(copy_site, os.fspath(site))
-        broken = [b for b in report["broken"] if b["roots"] and entry["root"] in b["roots"]]
-        missing = [m for b in broken for m in b["missing"]]
+        missing = entry["missing"]
         if entry["detail"] is None:
             assert real.startswith(f"ImportError: {entry['first_missing']}: "), real + message
         elif len(missing) == 1 or missing[0].startswith("`"):
@@ -402,7 +404,8 @@ def check(outcome: Outcome, layout: Layout, pool: Pool) -> None:
             assert real == f"ImportError: {entry['detail']}", message
     event(f"modules importing before: {sum(real_before.values())}")
     event(f"modules stopping: {len(outcome.stopped)}")
-    event(f"failing on a symbol or version: {any(b['missing'] for b in report['broken'])}")
+    failing = [*report["broken"], *report["broken_roots"]]
+    event(f"failing on a symbol or version: {any(b['missing'] for b in failing)}")
     event(f"change: {layout.change[0]}")
 
 
@@ -410,7 +413,7 @@ _KEPT: list[Path] = []
 
 
 @settings(
-    max_examples=int(os.environ.get("CUDATX_SYMBOLS_ORACLE_EXAMPLES", "200")),
+    max_examples=ORACLE_EXAMPLES,
     deadline=None,
     database=None,
     derandomize=True,

@@ -270,3 +270,37 @@ def test_each_process_is_recorded_and_alike_ones_are_replayed_once(w: World) -> 
     (replayed,) = env.observed
     assert replayed.trace == record["id"]
     assert any(r.name == PLUG and r.status is Status.RESOLVED for r in replayed.resolutions)
+
+
+def test_removing_the_traced_package_itself_is_judged_by_what_else_needs_its_files(
+    w: World,
+) -> None:
+    """A traced load leaves with what loaded it: plugapp's own code loaded libhost.so by path,
+    and libhost loaded the plug-in; with plugapp gone, neither load happens, and nothing
+    else needs its files. The plug-in's own removal still breaks the run."""
+    assert _trace(w, "python", "-c", WORKLOAD).returncode == 0
+    code, plan = _plan(w, "plugapp")
+    assert code == 0 and plan["safe"], plan
+    assert plan["broken"] == [] and plan["broken_roots"] == []
+    code, plan = _plan(w, "plugwheel")
+    assert code == 1 and [b["soname"] for b in plan["broken"]] == [PLUG]
+    # The real loader: with plugapp gone the plug-in still loads by itself.
+    uv_uninstall(w.venv, ["plugapp"])
+    assert (
+        w.python(f"import ctypes; ctypes.CDLL({str(w.site / 'plugwheel/lib' / PLUG)!r})").returncode
+        == 0
+    )
+
+
+def test_a_library_only_wheel_loaded_by_path_by_another_package_s_code_still_counts(
+    w: World,
+) -> None:
+    """A trace does not say which Python code made a ctypes load: a file of a wheel that
+    ships no Python code of its own (plugwheel, as the NVIDIA wheels torch preloads by path)
+    is loaded by someone else's code, which stays. Removing that wheel breaks the run."""
+    path = str(w.site / "plugwheel/lib" / PLUG)
+    assert _trace(w, "python", "-c", f"import ctypes; ctypes.CDLL({path!r})").returncode == 0
+    code, plan = _plan(w, "plugwheel")
+    assert code == 1 and not plan["safe"], plan
+    (broken,) = [b for b in plan["broken"] if b["evidence"] == "observed"]
+    assert broken["soname"] == PLUG

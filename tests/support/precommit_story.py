@@ -5,6 +5,9 @@ where the cu12 and the cu13 cuDNN wheels are both installed. A commit that drops
 of the one whose bytes are on disk must be rejected, naming libcudnn.so.9; a harmless
 change (a comment) must be accepted. Shared by the fast test (small fixture wheels) and the
 slow one (real torch 2.14.1).
+
+`run_clone_story` is the same hook where there is no environment at all: a fresh clone of a
+project, whose commits the hook checks by the requirements file alone.
 """
 
 from __future__ import annotations
@@ -132,3 +135,51 @@ def run_story(
     _git(repo, "reset", "-q", "--hard", "HEAD", env=env)
     accepted = commit("# pinned by uv pip freeze\n" + frozen, "a comment")
     return rejected, accepted
+
+
+@dataclass(frozen=True)
+class CloneStory:
+    base: Commit  # a comment added to the committed file
+    added: Commit  # the line added
+    removed: Commit  # that line gone again (with another comment)
+
+
+def run_clone_story(
+    work: Path, first: str, line: str, args: Sequence[str], style: str
+) -> CloneStory:
+    """A project whose `requirements.txt` is `first`, cloned afresh (no environment, no
+    .venv); in the clone, with the hook installed: commit a comment, then add `line`, then
+    the file without it again."""
+    if shutil.which("pre-commit", path=_environ(work)["PATH"]) is None:
+        pytest.skip("pre-commit is not installed (pip install -e '.[test]' installs it)")
+    env = _environ(work)
+    origin = work / f"origin-{style}"
+    origin.mkdir()
+    assert _git(origin, "init", "-q", env=env).returncode == 0
+    (origin / "requirements.txt").write_text(first)
+    (origin / ".pre-commit-config.yaml").write_text(hook_config(style, args))
+    assert _git(origin, "add", ".", env=env).returncode == 0
+    assert _git(origin, "commit", "-q", "-m", "first", env=env).returncode == 0
+    clone = work / f"clone-{style}"
+    cloned = subprocess.run(
+        ["git", "clone", "-q", str(origin), str(clone)], env=env, capture_output=True, text=True
+    )
+    assert cloned.returncode == 0, cloned.stderr
+    assert not (clone / ".venv").exists()
+    installed = subprocess.run(
+        ["pre-commit", "install"], cwd=clone, env=env, capture_output=True, text=True
+    )
+    assert installed.returncode == 0, installed.stderr + installed.stdout
+    requirements = clone / "requirements.txt"
+
+    def commit(text: str, message: str) -> Commit:
+        requirements.write_text(text)
+        _git(clone, "add", "requirements.txt", env=env)
+        done = _git(clone, "commit", "-m", message, env=env)
+        return Commit(done.returncode, done.stdout + done.stderr)
+
+    base = commit("# the project's requirements\n" + first, "a comment")
+    added = commit("# the project's requirements\n" + first + line + "\n", f"add {line}")
+    _git(clone, "reset", "-q", "--hard", "HEAD", env=env)
+    removed = commit("# the project's requirements, reviewed\n" + first, "another comment")
+    return CloneStory(base, added, removed)

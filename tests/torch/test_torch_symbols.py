@@ -55,10 +55,14 @@ def test_torchvision_built_for_another_torch_is_unsafe(store: Path) -> None:
     done = _plan(store, "0.28.0")
     assert done.returncode == 1, done.stderr
     plan = json.loads(done.stdout)
-    # An arriving extension: its import is a need that nobody had before, and it fails.
-    broken = {b["soname"]: b for b in plan["broken"]}
-    assert broken["_C.so"]["missing"][0] == SYMBOL, broken
-    assert broken["_C.so"]["reason"].endswith(f"torchvision/_C.so: undefined symbol: {SYMBOL}")
+    # An arriving extension that fails is a failing import (broken_roots, glibc's message),
+    # never a pseudo-library "needed by" the interpreter in `broken`.
+    roots = {r["root"].rsplit("/", 2)[-2] + "/" + r["root"].rsplit("/", 1)[-1]: r
+             for r in plan["broken_roots"]}  # fmt: skip
+    root = roots["torchvision/_C.so"]
+    assert root["dist"] == "torchvision" and root["missing"][0] == SYMBOL, roots
+    assert (root["detail"] or "").endswith(f"torchvision/_C.so: undefined symbol: {SYMBOL}")
+    assert all(b["evidence"] != "import" for b in plan["broken"]), plan["broken"]
     assert plan["at_risk"] == []  # nothing else is blamed on the new extension
 
 

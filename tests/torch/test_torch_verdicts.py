@@ -199,3 +199,58 @@ def test_doctors_fixes_run_as_printed_cure_a_copy(
     _records_match(env, keep)
     after = _doctor(env)
     assert after["errors"] == 0 and after["warnings"] == 0, after["problems"]
+
+
+# -- the aftermath: the twins uninstalled by hand, every one of torch's four left hollow ------
+
+
+_LIBRARIES = ("libcudnn.so.9", "libnccl.so.2", "libcusparseLt.so.0", "libnvshmem_host.so.3")
+
+
+@pytest.mark.parametrize("tale", STORIES)
+def test_the_aftermath_is_named_whole_and_cured_in_one_round(
+    tale: tuple[str, dict[str, str], dict[str, str], str], tmp_path: Path
+) -> None:
+    """The seed user's loop: a plain `uv pip uninstall` of the four twins leaves torch's own
+    four hollow. One doctor names all four libraries (the real import names only the first),
+    its fixes are one command, and run as printed they bring `import torch` back in one
+    round: doctor then exits 0."""
+    version, keep, over, _ = tale
+    env = _contaminated(version, over, tmp_path)
+    done = subprocess.run(
+        [uv_bin(), "pip", "uninstall", "--python", os.fspath(env), *over],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert _import_torch(env).returncode != 0  # the real import fails on the first of them
+    report = _doctor(env)
+    errors = [p for p in report["problems"] if p["severity"] == "error"]  # type: ignore[attr-defined]
+    said = json.dumps(errors)
+    assert all(lib in said for lib in _LIBRARIES), said
+    assert {d for p in errors for d in p["distributions"]} >= set(keep), errors
+    fixes = report["fixes"]
+    assert isinstance(fixes, list) and len(fixes) == 1, fixes
+    environ = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    environ["PATH"] = os.pathsep.join(
+        [os.path.dirname(sys.executable), os.path.dirname(uv_bin()), environ.get("PATH", "")]
+    )
+    store = local_store()
+    if store:
+        environ["UV_FIND_LINKS"] = os.fspath(store)
+    ran = subprocess.run(["bash", "-c", fixes[0]], env=environ, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    imported = _import_torch(env)
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    after = _doctor(env)
+    assert after["errors"] == 0, after["problems"]
+
+
+def _import_torch(env: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import torch"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )

@@ -30,7 +30,7 @@ from dataclasses import replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cudatx.cache import file_key, settled
+from cudatx.cache import file_key, memo, settled
 from cudatx.discover.frameworks.model import (
     FrameworkLoads,
     Installed,
@@ -146,22 +146,24 @@ def _cached(
     states = [os.stat(files.real(p)) for p in paths]
     state = ";".join(":".join(file_key(st)) for st in states)
     key = f"{found.reader}:{found.name}:{found.site}"
-    memo = (key, state)
-    if memo in _PARSED:
-        return _PARSED[memo]
-    kind = "framework"
-    stored = cache.get(kind, key, state) if cache is not None else None
-    parsed = None
-    if stored is not None:
-        try:
-            parsed = framework_loads_from_json(json.loads(stored))
-        except (TypeError, KeyError, ValueError):
-            if cache is not None:
-                cache.invalid()
-    if parsed is None:
-        texts = {s: text(files, p) for s, p in zip(found.sources, paths, strict=True)}
-        parsed = reader.read(found, texts)
-        if cache is not None and all(settled(st) for st in states):
-            cache.put(kind, key, state, json.dumps(framework_loads_to_json(parsed)))
-    _PARSED[memo] = parsed
+    seen = (key, state)
+    if seen in _PARSED:
+        return _PARSED[seen]
+    parsed = memo(
+        cache,
+        "framework",
+        key,
+        state,
+        lambda: reader.read(
+            found, {s: text(files, p) for s, p in zip(found.sources, paths, strict=True)}
+        ),
+        load=lambda stored: framework_loads_from_json(json.loads(stored)),
+        # kept only once every file read has settled (cache.RACY_NS)
+        dump=lambda read: (
+            json.dumps(framework_loads_to_json(read))
+            if all(settled(st) for st in states)
+            else None
+        ),
+    )
+    _PARSED[seen] = parsed
     return parsed

@@ -34,6 +34,10 @@ _OPTION = re.compile(r"\s+--?[A-Za-z]")  # a requirement's own options: `pkg==1 
 _FLAG = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9-]*)(?:\s*=\s*|\s+|$)(.*)$")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^file:")
 _EXTRAS_SUFFIX = re.compile(r"\[[^\]]*\]$")
+# pip's and uv's variables in a requirements file: `${NAME}` only, NAME of uppercase letters,
+# digits and `_` (POSIX names; pip's req_file.ENV_VAR_RE, pypa/pip#3514); one that is unset
+# or empty stays as written.
+_VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
 # Global options uv reads from a requirements file and takes on its command line too
 # (uv's crates/uv-requirements-txt parse_entry: -i, --extra-index-url, -f, --no-index,
 # --no-binary, --only-binary; --require-hashes is accepted there as well).
@@ -54,9 +58,15 @@ _CONSTRAINTS = {"-c", "--constraint"}
 _EDITABLE = {"-e", "--editable"}
 
 
-def _logical_lines(text: str) -> list[tuple[int, str]]:
+def _logical_lines(text: str, environ: Mapping[str, str] | None = None) -> list[tuple[int, str]]:
     """pip's reading of a requirements file: comments stripped, `\\` continuations joined,
-    and per-requirement options (`--hash=...`, as pip-compile writes) cut off."""
+    `${NAME}` expanded from `environ` (the process's), and per-requirement options
+    (`--hash=...`, as pip-compile writes) cut off.
+
+    pip expands variables in the whole line (req_file.expand_env_variables); uv in paths and
+    URLs only (astral-sh/uv#2143): where they differ (`pkg==${VERSION}`) uv refuses the file,
+    and the plan, which runs uv, says so."""
+    variables = os.environ if environ is None else environ
     out: list[tuple[int, str]] = []
     pending = ""
     start = 0
@@ -67,13 +77,18 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
         if line.rstrip().endswith("\\"):
             pending += line.rstrip()[:-1] + " "
             continue
-        line = _OPTION.split((pending + line).strip(), maxsplit=1)[0].strip()
+        line = _OPTION.split(_expand(pending + line, variables).strip(), maxsplit=1)[0].strip()
         pending = ""
         if line:
             out.append((start, line))
     if pending.strip():
-        out.append((start, _OPTION.split(pending.strip(), maxsplit=1)[0].strip()))
+        line = _expand(pending, variables).strip()
+        out.append((start, _OPTION.split(line, maxsplit=1)[0].strip()))
     return out
+
+
+def _expand(line: str, environ: Mapping[str, str]) -> str:
+    return _VARIABLE.sub(lambda m: environ.get(m.group(1)) or m.group(0), line)
 
 
 @dataclass

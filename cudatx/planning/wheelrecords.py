@@ -1,0 +1,382 @@
+"""The RECORD of every wheel a resolution installs, read the cheapest way there is.
+
+In this order, for each wheel:
+
+1. a local file (a `--find-links` folder, a `file:` URL, a path in the requirements): read
+   from the zip on disk;
+2. uv's cache, where uv already has the wheel unpacked: `wheels-vN/<index>/<name>/` holds a
+   pointer file per wheel (`<version>-<tags>.http` from an index or URL, `.rev` from a local
+   file) naming its unpacked copy in `archive-v0/<id>`, and a symbolic link of the same stem
+   to that copy (uv's crates/uv-distribution/src/distribution_database.rs, `stream_wheel`
+   and `HttpArchivePointer`; crates/uv-cache/src/lib.rs, `persist` and `create_link`). The
+   pointer is MessagePack whose layout changes between uv releases, so it is not decoded:
+   the wheel is the one whose pointer holds its sha256 (uv records the hashes it checked)
+   and the archive id the link names; its RECORD is `<name>-<version>.dist-info/RECORD`
+   in the archive;
+3. cudatx's own cache (the scan cache, `CUDATX_CACHE_DIR`), where an earlier check read the
+   RECORD of the wheel with this sha256 over the network;
+4. the index: HTTP range requests for the zip's directory and its RECORD
+   (cudatx.planning.lazyzip), several wheels at once; a server that ignores ranges sends the
+   whole wheel, which is read (a download);
+5. uv itself, where cudatx's own request failed (credentials or a proxy only uv knows, an
+   index that refuses the request): the wheel is staged with uv (`--no-deps`, into a
+   temporary prefix), which downloads it into uv's cache, and read as in 2, else from the
+   staged copy's installed RECORD.
+
+Every path is put as the wheel installs it, relative to the site folder: a wheel's
+`NAME-VERSION.data/<scheme>/` members go where uv puts them (purelib and platlib into the
+site folder, scripts into bin/, data into the prefix, headers into include/site/...).
+A RECORD read over the network is not checked against the wheel's sha256 (that needs the
+whole wheel); the index's own hash names it in the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+
+from cudatx.cache import ScanCache
+from cudatx.discover.dists import parse_record
+from cudatx.errors import UnreadableFile
+from cudatx.models import Frozen, PythonTarget, RecordEntry
+from cudatx.names import canonical_name
+from cudatx.planning.lazyzip import RemoteError, read_member
+from cudatx.planning.resolve import Wheel
+from cudatx.planning.stage import Arrival, stage
+from cudatx.reading import MAX_RECORD, MIB, read_bounded
+from cudatx.uv import UvFailed
+
+WORKERS = 8  # range requests in flight at once
+_POINTER_LIMIT = 1 * MIB
+_CACHE_KIND = "wheel-record"
+_DIST_INFO = re.compile(r"^([^/]+)-[^/-]+\.dist-info$")
+_SCHEMES = ("purelib", "platlib", "scripts", "data", "headers")
+
+
+class Source:
+    """Where a RECORD was read from (`WheelRead.source`)."""
+
+    FILE = "file"  # a local wheel file
+    UV_CACHE = "uv cache"
+    CUDATX_CACHE = "cudatx cache"
+    RANGE = "range requests"
+    DOWNLOAD = "download"  # the server sent the whole wheel
+    UV = "uv download"  # staged with uv, then read from its cache or the staged copy
+
+
+class WheelRead(Frozen):
+    """How one wheel's RECORD was had: for the JSON and the benchmark."""
+
+    name: str
+    version: str
+    filename: str
+    source: str
+    transferred: int  # bytes cudatx read over the network for it
+    size: int | None  # the wheel's size, as the index gave it
+    why: str | None = None  # for Source.UV and DOWNLOAD: why not by range requests
+
+
+class WheelRecord(NamedTuple):
+    wheel: Wheel
+    entries: tuple[RecordEntry, ...]  # paths as installed, relative to the site folder
+    read: WheelRead
+
+
+class Layout(NamedTuple):
+    """Where a wheel's `.data/<scheme>/` members go, relative to the site folder."""
+
+    site: str
+    prefix: str
+    python: str  # "python3.11"
+
+    def scheme(self, scheme: str, name: str) -> str | None:
+        if scheme in ("purelib", "platlib"):
+            return ""
+        if scheme == "scripts":
+            return os.path.relpath(os.path.join(self.prefix, "bin"), self.site)
+        if scheme == "data":
+            return os.path.relpath(self.prefix, self.site)
+        if scheme == "headers":
+            folder = os.path.join(self.prefix, "include", "site", self.python, name)
+            return os.path.relpath(folder, self.site)
+        return None
+
+    def display(self, key: str) -> str:
+        """A path as a user reads it: relative to the site folder, or to the prefix when it
+        lies outside the site folder (bin/x)."""
+        if key.startswith("../"):
+            return os.path.relpath(os.path.join(self.site, key), self.prefix)
+        return key
+
+
+def layout_of(target: PythonTarget) -> Layout:
+    major_minor = ".".join(target.version.split(".")[:2])
+    return Layout(target.install_site, target.prefix, f"python{major_minor}")
+
+
+def installed_entries(
+    entries: Sequence[RecordEntry], wheel: Wheel, layout: Layout
+) -> tuple[RecordEntry, ...]:
+    """A wheel's RECORD rows with each path where uv installs it (see the module docstring)."""
+    out = []
+    for entry in entries:
+        path = entry.path
+        head, _, rest = path.partition("/")
+        if head.endswith(".data") and rest:
+            scheme, _, inner = rest.partition("/")
+            folder = layout.scheme(scheme, wheel.name) if scheme in _SCHEMES else None
+            if folder is not None and inner:
+                path = posixpath.join(folder, inner) if folder else inner
+        out.append(entry._replace(path=posixpath.normpath(path)))
+    return tuple(out)
+
+
+def _record_member(name: str) -> Callable[[Sequence[str]], str | None]:
+    """Picks `<name>-<version>.dist-info/RECORD` among a zip's member names."""
+
+    def pick(names: Sequence[str]) -> str | None:
+        found = [
+            n
+            for n in names
+            if n.count("/") == 1
+            and n.endswith("/RECORD")
+            and (m := _DIST_INFO.match(n.split("/")[0])) is not None
+            and canonical_name(m.group(1)) == name
+        ]
+        return found[0] if len(found) == 1 else None
+
+    return pick
+
+
+def _parse(text: str, where: str) -> tuple[RecordEntry, ...]:
+    return parse_record(text, where, [])
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(f"{where}: RECORD is not UTF-8 ({exc.reason})", path=where) from None
+
+
+# -- 1. a local file --------------------------------------------------------------------------
+
+
+def _from_file(wheel: Wheel) -> str:
+    import zipfile
+
+    assert wheel.path is not None
+    try:
+        with zipfile.ZipFile(wheel.path) as zf:
+            member = _record_member(wheel.name)(zf.namelist())
+            if member is None:
+                raise UnreadableFile(f"{wheel.path}: no RECORD for {wheel.name}", path=wheel.path)
+            info = zf.getinfo(member)
+            if info.file_size > MAX_RECORD:
+                raise UnreadableFile(f"{wheel.path}: RECORD too large", path=wheel.path)
+            data = zf.read(info)
+    except (OSError, zipfile.BadZipFile, ValueError, NotImplementedError, EOFError) as exc:
+        message = f"{wheel.path}: not a readable wheel ({exc})"
+        raise UnreadableFile(message, path=wheel.path) from None
+    return _decode(data, wheel.path)
+
+
+# -- 2. uv's cache ----------------------------------------------------------------------------
+
+
+def from_uv_cache(cache: str, wheel: Wheel) -> str | None:
+    """The RECORD text of `wheel` as uv's cache holds it unpacked, or None."""
+    needles = [n.encode() for n in (wheel.sha256, wheel.url) if n]
+    if not cache or not needles:
+        return None
+    root = Path(cache)
+    buckets = sorted(root.glob("wheels-v*"), key=lambda p: p.name, reverse=True)
+    for bucket in buckets:
+        pointers = [
+            *bucket.glob(f"*/{wheel.name}/*.http"),
+            *bucket.glob(f"*/*/{wheel.name}/*.http"),
+            *bucket.glob(f"*/*/{wheel.name}/*.rev"),
+            *bucket.glob(f"*/{wheel.name}/*.rev"),
+        ]
+        for pointer in pointers:
+            try:
+                said = read_bounded(pointer, _POINTER_LIMIT)
+            except OSError:
+                continue
+            # The sha256 where the index gave one (uv keeps what it checked), else the URL.
+            if needles[0] not in said:
+                continue
+            archive = os.path.realpath(pointer.with_suffix(""))
+            if not os.path.isdir(archive) or os.path.basename(archive).encode() not in said:
+                continue
+            text = _archive_record(archive, wheel.name)
+            if text is not None:
+                return text
+    return None
+
+
+def _archive_record(archive: str, name: str) -> str | None:
+    try:
+        folders = [e for e in os.listdir(archive) if e.endswith(".dist-info")]
+    except OSError:
+        return None
+    member = _record_member(name)([f"{f}/RECORD" for f in folders])
+    if member is None:
+        return None
+    where = os.path.join(archive, member)
+    try:
+        return _decode(read_bounded(where, MAX_RECORD), where)
+    except (OSError, UnreadableFile):
+        return None
+
+
+# -- 4. the index -----------------------------------------------------------------------------
+
+
+class _Remote(NamedTuple):
+    text: str | None
+    transferred: int
+    ranged: bool
+    why: str | None  # why it could not be read this way
+
+
+def _from_index(wheel: Wheel) -> _Remote:
+    assert wheel.url is not None
+    try:
+        got = read_member(wheel.url, _record_member(wheel.name), limit=MAX_RECORD, size=wheel.size)
+    except RemoteError as exc:
+        return _Remote(None, exc.transferred, True, exc.reason)
+    try:
+        return _Remote(_decode(got.data, wheel.filename), got.transferred, got.ranged, None)
+    except UnreadableFile as exc:
+        return _Remote(None, got.transferred, got.ranged, exc.message)
+
+
+# -- all of them ------------------------------------------------------------------------------
+
+
+def read_records(
+    wheels: Sequence[Wheel],
+    layout: Layout,
+    *,
+    uv: Callable[[], str],
+    uv_cache: str,
+    options: Sequence[str],
+    cache: ScanCache | None,
+    workers: int = WORKERS,
+) -> tuple[WheelRecord, ...]:
+    """Every wheel's RECORD rows, as installed (see the module docstring for the order).
+    `options`: uv's words for where wheels come from, for a wheel only uv can fetch."""
+    texts: dict[str, tuple[str, WheelRead]] = {}
+
+    def done(
+        wheel: Wheel, text: str, source: str, transferred: int = 0, why: str | None = None
+    ) -> None:
+        read = WheelRead(
+            name=wheel.name,
+            version=wheel.version,
+            filename=wheel.filename,
+            source=source,
+            transferred=transferred,
+            size=wheel.size,
+            why=why,
+        )
+        texts[wheel.name] = (text, read)
+
+    remote: list[Wheel] = []
+    for wheel in wheels:
+        if wheel.path is not None:
+            done(wheel, _from_file(wheel), Source.FILE)
+        elif (text := from_uv_cache(uv_cache, wheel)) is not None:
+            done(wheel, text, Source.UV_CACHE)
+        elif (
+            cache is not None
+            and wheel.sha256
+            and (text := cache.get(_CACHE_KIND, wheel.sha256, "1")) is not None
+        ):
+            done(wheel, text, Source.CUDATX_CACHE)
+        else:
+            remote.append(wheel)
+    fetched: list[tuple[Wheel, _Remote]] = []
+    over_http = [w for w in remote if w.url and w.url.startswith(("http://", "https://"))]
+    if over_http:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(over_http)))) as pool:
+            fetched = list(zip(over_http, pool.map(_from_index, over_http), strict=True))
+    failed: list[tuple[Wheel, str, int]] = [
+        (w, "not an http or https URL", 0) for w in remote if w not in over_http
+    ]
+    for wheel, got in fetched:
+        if got.text is None:
+            failed.append((wheel, got.why or "unreadable", got.transferred))
+            continue
+        source = Source.RANGE if got.ranged else Source.DOWNLOAD
+        why = None if got.ranged else "the server does not answer range requests"
+        done(wheel, got.text, source, got.transferred, why)
+        if cache is not None and wheel.sha256:
+            cache.put(_CACHE_KIND, wheel.sha256, "1", got.text)
+    staged = _through_uv(failed, layout, uv=uv, uv_cache=uv_cache, options=options)
+    out = []
+    for wheel in wheels:
+        if wheel.name in staged:
+            out.append(staged[wheel.name])
+            continue
+        text, read = texts[wheel.name]
+        entries = installed_entries(_parse(text, wheel.filename), wheel, layout)
+        out.append(WheelRecord(wheel, entries, read))
+    return tuple(out)
+
+
+def _through_uv(
+    failed: Sequence[tuple[Wheel, str, int]],
+    layout: Layout,
+    *,
+    uv: Callable[[], str],
+    uv_cache: str,
+    options: Sequence[str],
+) -> dict[str, WheelRecord]:
+    """5.: the wheels cudatx could not read itself, staged with uv (which downloads them)."""
+    if not failed:
+        return {}
+    arrivals = [
+        Arrival(
+            w.name, f"{w.name} @ {w.url}" if w.url and not w.sha256 else f"{w.name}=={w.version}"
+        )
+        for w, _, _ in failed
+    ]
+    with tempfile.TemporaryDirectory(prefix="cudatx-fetch-") as folder:
+        try:
+            staged = stage(uv(), layout.prefix, layout.site, arrivals, folder, options)
+        except UvFailed as exc:
+            reasons = "; ".join(f"{w.filename}: {why}" for w, why, _ in failed)
+            message = f"cannot read the RECORD of every wheel ({reasons}); {exc.message}"
+            raise UvFailed(message) from None
+        by_name = {d.name: d for d in staged}
+        out: dict[str, WheelRecord] = {}
+        for wheel, why, transferred in failed:
+            text = from_uv_cache(uv_cache, wheel)
+            read = WheelRead(
+                name=wheel.name,
+                version=wheel.version,
+                filename=wheel.filename,
+                source=Source.UV,
+                transferred=transferred,
+                size=wheel.size,
+                why=why,
+            )
+            if text is not None:
+                entries = installed_entries(_parse(text, wheel.filename), wheel, layout)
+                out[wheel.name] = WheelRecord(wheel, entries, read)
+                continue
+            dist = by_name.get(wheel.name)
+            if dist is None:
+                raise UvFailed(f"uv staged no {wheel.name}: cannot read its RECORD ({why})")
+            # The staged copy's RECORD is already as installed, relative to its site folder.
+            entries = tuple(e._replace(path=posixpath.normpath(e.path)) for e in dist.records)
+            out[wheel.name] = WheelRecord(wheel, entries, read)
+    return out
