@@ -88,8 +88,10 @@ def unmodelled(env: Environment, changing: frozenset[str] | None = None) -> list
         return []
     out = []
     for dist in env.distributions:
-        if dist.name in nvidia or not dist.requires or not dist.records:
+        if not dist.requires or not dist.records:
             continue
+        if any(e.path.startswith("nvidia/") for e in dist.records):
+            continue  # an NVIDIA wheel itself (nvidia-cuda-nvcc requires nvidia-nvvm)
         if changing is not None and not any(
             name.split("-")[0] in line.lower() for line in dist.requires for name in nvidia
         ):

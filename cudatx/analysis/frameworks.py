@@ -224,6 +224,12 @@ def role(env: Environment, r: Resolution) -> str | None:
         return f"needed by {run.label} (run-time root)"
     if r.needed_by == run.source and r.evidence is Evidence.IMPORT:
         return f"loaded by {run.framework.name} by path (run-time root)"
+    module = next(
+        (m for m in run.modules if m.path and env.keys(m.path) == env.keys(r.needed_by)), None
+    )
+    if module is not None and r.evidence is Evidence.DLOPEN and module.why:
+        # "opened by jax_cuda12_plugin/_versions...so for JAX's version check"
+        return f"opened by {short(env, module.path or '')} for {module.why} (run-time root)"
     return None
 
 

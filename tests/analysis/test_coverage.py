@@ -5,6 +5,8 @@ an NVIDIA wheel and loads none of its libraries by a route cudatx models.
 extension links it (DT_NEEDED, found through RPATH): modelled. `spawned` requires it too,
 but nothing of it names the library (as JAX runs ptxas from nvidia-cuda-nvcc-cu12): a note
 in doctor, and in a plan that removes the wheel; none in a plan that does not touch it.
+`nvidia-fakecc-cu12` is an NVIDIA wheel itself (a program under nvidia/, no library, as
+nvidia-cuda-nvcc requires nvidia-nvvm): never a note.
 """
 
 from __future__ import annotations
@@ -66,6 +68,14 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             requires=["nvidia-fake-cu12"],
             tag=tag,
         ),
+        build_wheel(
+            root / "w",
+            "nvidia-fakecc-cu12",
+            "1.0",
+            {"nvidia/fakecc/bin/fakecc": b"#!/bin/sh\n"},
+            requires=["nvidia-fake-cu12"],
+            tag=tag,
+        ),
     ]
     venv = make_venv(root / "venv")
     uv_install(venv, wheels)
@@ -84,6 +94,7 @@ def test_doctor_says_what_it_does_not_read(venv: Path) -> None:
     assert isinstance(notes, list)
     assert NOTE in notes
     assert not any("not modelled: linked" in n for n in notes)
+    assert not any("not modelled: nvidia-fakecc" in n for n in notes)
 
 
 def test_a_plan_that_removes_the_wheel_says_so(venv: Path) -> None:

@@ -160,9 +160,7 @@ def _cached(
         load=lambda stored: framework_loads_from_json(json.loads(stored)),
         # kept only once every file read has settled (cache.RACY_NS)
         dump=lambda read: (
-            json.dumps(framework_loads_to_json(read))
-            if all(settled(st) for st in states)
-            else None
+            json.dumps(framework_loads_to_json(read)) if all(settled(st) for st in states) else None
         ),
     )
     _PARSED[seen] = parsed
