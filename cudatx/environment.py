@@ -12,6 +12,8 @@ from collections.abc import ItemsView, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cudatx.discover.frameworks.model import FrameworkLoads, Installed
+from cudatx.discover.handloads import HandLoaded, Unread
 from cudatx.discover.syspkgs import SystemPackages
 from cudatx.discover.traces import Trace
 from cudatx.elf.system import SystemLoader
@@ -82,6 +84,9 @@ class Environment:
     # here (they are compared by a plan and reported by doctor apart: cudatx.analysis.frameworks).
     frameworks: tuple[FrameworkRun, ...] = ()
     context_loads: tuple[LoadResult, ...] = ()
+    # Every framework that loads by hand found here, with what its reader read of it (or,
+    # `read` False, why it could not: doctor and plans say it is not modelled).
+    framework_reads: tuple[tuple[Installed, FrameworkLoads], ...] = ()
     # name -> the Requires-Dist extras taken as installed (every requirement behind them
     # met when the environment was scanned: cudatx.discover.dists.installed_extras)
     extras: dict[str, tuple[str, ...]] | None = None
@@ -92,6 +97,11 @@ class Environment:
     # fresh ones replayed as a root of its own (cudatx.loader.roots.RootLoader.load_trace).
     traces: tuple[Trace, ...] = ()
     observed: tuple[LoadResult, ...] = ()
+    # What packages' own code loads by path (cudatx.discover.handloads): each file a root
+    # of its own, and a preload of the extension modules of its package that need it; the
+    # loads cudatx cannot read, by the distribution that makes them.
+    hand_loads: tuple[HandLoaded, ...] = ()
+    hand_unread: tuple[tuple[str, Unread], ...] = ()
 
     def resolutions(self) -> Iterator[Resolution]:
         """Every need resolved: the interpreter's start-up, each root's, each traced run's."""

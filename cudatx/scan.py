@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudatx.analysis.cuda import file_classifier, torch_cuda
 from cudatx.cache import open_cache
-from cudatx.discover.catalog import Catalog, Framework, FrameworkLoads, RuntimeRoot, load_catalog
+from cudatx.discover.catalog import Catalog, load_catalog
 from cudatx.discover.conda import conda_meta, read_conda_records
 from cudatx.discover.dists import installed_extras, installed_state, scan_distributions
-from cudatx.discover.frameworks import read_framework
+from cudatx.discover.frameworks import find_installed, read_installed
+from cudatx.discover.frameworks.model import FrameworkLoads, Installed, Open, RuntimeRoot
+from cudatx.discover.handloads import HandLoaded, Unread, cached_hand_loads, read_hand_loads
 from cudatx.discover.imports import imports_of
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import flat_libraries, search_folders, walk
@@ -34,12 +38,15 @@ from cudatx.loader.fileview import FileView, Seen
 from cudatx.loader.process import LoadResult, Process
 from cudatx.loader.roots import (
     FrameworkRun,
+    ModuleLocated,
     PackageContext,
     RootLoader,
     locate_hand,
     locate_preloads,
 )
-from cudatx.models import ElfInfo, Finding
+from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget
+from cudatx.names import canonical_name
+from cudatx.paths import is_library_name
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -108,6 +115,12 @@ def scan(
             known = libraries.setdefault(name, [])
             known += [p for p in listed if p not in known]
     keys = PathKeys()
+    owners = Owners(distributions, keys)
+    installed = _installed_frameworks(target.site_packages, owners, keys, view)
+    hand, unread_loads = _hand_loads(distributions, installed, target, cache)
+    # A root only where the file is a shared library now: a plan replays it after the
+    # change whatever then stands there.
+    hand = tuple(h for h in hand if view.probe(h.path).seen is Seen.ELF)
     env = Environment(
         target=target,
         system=system,
@@ -118,16 +131,18 @@ def scan(
         findings=tuple(findings),
         keys=keys,
         view=view,
-        owners=Owners(distributions, keys),
+        owners=owners,
         libraries={name: tuple(paths) for name, paths in libraries.items()},
         roots=tuple(roots),
         base=LoadResult(root=executable.path, ok=True, loaded=(), resolutions=()),
         loads=(),
         contexts=(),
         installed_state=state,
-        extras=installed_extras(distributions, target.markers, _framework_names()),
+        extras=installed_extras(distributions, target.markers, _builds(installed, distributions)),
         system_packages=SystemPackages(keys),
         traces=traces,
+        hand_loads=hand,
+        hand_unread=unread_loads,
     )
     try:
         return load_roots(env, view, progress)
@@ -135,11 +150,88 @@ def scan(
         view.end_prefetch()
 
 
-def _framework_names() -> frozenset[str]:
-    """The distributions of the frameworks that load by hand, whose extras count."""
-    return frozenset(
-        name for f in load_catalog().frameworks for name in (f.distribution, *f.companions)
-    )
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _builds(
+    installed: tuple[Installed, ...], distributions: tuple[Distribution, ...]
+) -> frozenset[str]:
+    """The distributions whose extras count (cudatx.discover.dists.installed_extras): the
+    frameworks that load by hand, and those that require one of them (jax-cuda12-plugin
+    requires jax-cuda12-pjrt: its `with-cuda` extra brings the libraries the plugin loads)."""
+    names = {f.distribution for f in installed}
+    out = set(names)
+    for dist in distributions:
+        for requirement in dist.requires:
+            match = _NAME.match(requirement)
+            if match and canonical_name(match.group()) in names:
+                out.add(dist.name)
+                break
+    return frozenset(out)
+
+
+def _hand_loads(
+    distributions: tuple[Distribution, ...],
+    installed: tuple[Installed, ...],
+    target: PythonTarget,
+    cache: ScanCache | None,
+) -> tuple[tuple[HandLoaded, ...], tuple[tuple[str, Unread], ...]]:
+    """What each distribution's Python code loads by path (cudatx.discover.handloads),
+    and the loads it makes that cudatx cannot read (with the distribution's name). Read
+    for distributions that ship both Python files and a shared library; not for those
+    whose loads a reader of their own models (torch's preloads, the frameworks)."""
+    own = {ll.distribution for ll in load_catalog().load_lists} | {
+        f.distribution for f in installed
+    }
+    head = target.version.split(".")
+    version = (int(head[0]), int(head[1])) if len(head) > 1 and head[1].isdigit() else (3, 0)
+    entries = [e for e in target.sys_path if e]
+
+    def resolve(dotted: str) -> str | None:
+        relative = dotted.replace(".", "/")
+        return next(
+            (
+                os.path.join(e, relative)
+                for e in entries
+                if os.path.isdir(os.path.join(e, relative))
+            ),
+            None,
+        )
+
+    loads: list[HandLoaded] = []
+    unread: list[tuple[str, Unread]] = []
+    for dist in distributions:
+        if dist.name in own or dist.kind == "conda":
+            continue
+        rows = [e.path for e in dist.records]
+        py = [p for p in rows if p.endswith(".py") and not p.startswith(("../", "/"))]
+        if not py or not any(is_library_name(os.path.basename(p)) for p in rows):
+            continue
+        try:
+            state: os.stat_result | None = os.stat(os.path.join(dist.metadata_dir, "RECORD"))
+        except OSError:
+            state = None
+        found = cached_hand_loads(
+            dist.metadata_dir,
+            state,
+            cache,
+            functools.partial(read_hand_loads, dist.site, py, version, resolve),
+        )
+        loads += found.loads
+        unread += [(dist.name, u) for u in found.unread]
+    return tuple(loads), tuple(unread)
+
+
+def _installed_frameworks(
+    sites: tuple[str, ...], owners: Owners, keys: PathKeys, view: FileView
+) -> tuple[Installed, ...]:
+    """The frameworks that load by hand installed here (cudatx.discover.frameworks)."""
+
+    def owner_of(path: str) -> str | None:
+        names = owners.get(keys(path), ())
+        return names[0] if names else None
+
+    return find_installed(sites, owner_of, view)
 
 
 def _quiet(what: str, done: int, total: int) -> None:
@@ -213,6 +305,11 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
 
     contexts = _contexts(env, catalog, view)
     by_folder = {os.path.join(c.package_dir, ""): c for c in contexts}
+    have = {env.keys(r) for r in env.roots}
+    hand_roots = tuple(
+        dict.fromkeys(h.path for h in env.hand_loads if env.keys(h.path) not in have)
+    )
+    roots = (*env.roots, *hand_roots)
     loader = RootLoader(
         process,
         _python_library(process),
@@ -220,18 +317,19 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
         view,
         by_folder,
         major_of,
-        _imported_first(env, by_folder, view),
+        _imported_first(env, by_folder, view, roots),
+        _hand_preloads(env, roots, view),
     )
-    runs = _frameworks(env, catalog, view)
+    runs, reads = _frameworks(env, view)
     by_framework = {env.keys(run.path) for run in runs}
     loads = []
-    for done, root in enumerate(env.roots):
-        tell("replaying imports", done, len(env.roots))
+    for done, root in enumerate(roots):
+        tell("replaying imports", done, len(roots))
         if env.keys(root) not in by_framework:  # CuPy's modules: in their framework's process
             loads.append(loader.load(root))
     others: list[LoadResult] = []
     for run in runs:
-        for context in run.framework.contexts:
+        for context in run.contexts:
             if "torch" in context.steps and loader.torch is None:
                 continue  # "after `import torch`" only where torch is installed
             (loads if context.primary else others).append(loader.load_framework(run, context))
@@ -248,80 +346,180 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
         loads=tuple(loads),
         contexts=contexts,
         frameworks=runs,
+        framework_reads=reads,
         context_loads=tuple(others),
         observed=observed,
     )
 
 
-def _frameworks(env: Environment, catalog: Catalog, view: FileView) -> tuple[FrameworkRun, ...]:
-    """The run-time roots of the frameworks installed here (cudatx.discover.frameworks)."""
-    out = []
-    for framework in catalog.frameworks:
-        dist = env.distribution(framework.distribution)
-        if dist is None or not view.is_folder(os.path.join(dist.site, framework.package)):
+def _frameworks(
+    env: Environment, view: FileView
+) -> tuple[tuple[FrameworkRun, ...], tuple[tuple[Installed, FrameworkLoads], ...]]:
+    """The run-time roots of the frameworks installed here (cudatx.discover.frameworks), and
+    what each framework's reader read (or why it could not)."""
+    runs: list[FrameworkRun] = []
+    reads = []
+    for found in _installed_frameworks(env.target.site_packages, env.owners, env.keys, view):
+        loads = read_installed(found, view, view.cache)
+        reads.append((found, loads))
+        if not loads.read:
             continue
-        loads = read_framework(framework, dist.site, dist.version, view.cache, view.real)
         roots = loads.roots
         if loads.by_soname is not None:
-            roots = _pathfinder_roots(env, framework, loads, dist.site, view)
-        source = os.path.join(dist.site, framework.sources[0]) if framework.sources else ""
-        beside = dist.site
+            roots += _module_roots(env, found, loads, view)
+        source = os.path.join(found.site, found.sources[0])
         for root in roots:
-            path = os.path.join(dist.site, root.path)
+            if root.is_module:
+                module = _module_file(env, (root.path,))
+                if module is None:
+                    continue  # a build without it
+                path = module
+            else:
+                path = os.path.join(found.site, root.path)
             if view.probe(path).seen is Seen.MISSING:
-                continue  # a build without it (a CPU build's provider)
-            runtime, optional = framework.runtime.get(os.path.basename(root.path), ((), ()))
+                continue  # a build without it
             located = tuple(
                 (
                     load,
-                    *locate_hand(load, env.target.sys_path, env.target.site_packages, beside, view),
+                    locate_hand(
+                        load, env.target.sys_path, env.target.site_packages, found.site, view
+                    ),
                 )
                 for load in root.loads
             )
-            out.append(
+            modules = tuple(
+                ModuleLocated(
+                    path=_module_file(env, step.modules),
+                    module=step.modules[0] if step.modules else "",
+                    opens=tuple(_pick(env, names) for names in step.opens),
+                    why=step.why,
+                )
+                for step in root.modules
+            )
+            companions = {
+                owner
+                for m in modules
+                if m.path is not None
+                for owner in env.owners.get(env.keys(m.path), ())
+                if owner != found.distribution
+            }
+            runs.append(
                 FrameworkRun(
-                    framework=framework,
+                    framework=found,
                     loads=loads,
                     root=root,
                     path=path,
                     source=source,
                     located=located,
-                    runtime=runtime,
-                    optional_runtime=optional,
+                    modules=modules,
+                    runtime=tuple(_pick(env, names) for names in root.runtime),
+                    optional_runtime=tuple(_pick(env, names) for names in root.optional_runtime),
+                    first=tuple(os.path.join(found.site, f) for f in root.first),
+                    companions=tuple(sorted(companions)),
                 )
             )
-    return tuple(out)
+    return tuple(runs), tuple(reads)
 
 
-def _pathfinder_roots(
-    env: Environment, framework: Framework, loads: FrameworkLoads, site: str, view: FileView
+def _pick(env: Environment, opened: Open) -> tuple[str, ...]:
+    """The names a framework opens for one library, in the order it tries them: of the
+    names its build may open (libcudnn.so.9, libcudnn.so.8), the first a RECORD here lists,
+    else the first; then its fallbacks."""
+    build = next((n for n in opened.build if env.owners.listing(n)), opened.build[0])
+    return (build, *opened.then)
+
+
+def _module_file(env: Environment, modules: tuple[str, ...]) -> str | None:
+    """The extension module file of the first of these dotted names that is installed (in
+    sys.path order), as Python's import finds it."""
+    for module in modules:
+        folder, _, name = module.replace(".", "/").rpartition("/")
+        for entry in env.target.sys_path:
+            if not entry:
+                continue
+            base = os.path.join(entry, folder)
+            for root in env.roots:
+                if os.path.dirname(root) == base and os.path.basename(root).startswith(name + "."):
+                    return root
+    return None
+
+
+def _module_roots(
+    env: Environment, found: Installed, loads: FrameworkLoads, view: FileView
 ) -> tuple[RuntimeRoot, ...]:
-    """CuPy's extension modules that link a library cuda-pathfinder knows: CuPy has
-    pathfinder load it before importing them (cupy_backends/cuda/libs/__init__.py
-    `__getattr__`; cupy/cuda/__init__.py for cufft; cupy/_environment.py for nvrtc), so each
-    is a root after those loads. A deviation: cudatx takes every such module so, where CuPy
-    names each; a module imported after another one's loads is modelled on its own."""
+    """The framework's extension modules that link a library its table knows (CuPy, through
+    cuda-pathfinder or its own preloads), or one a wheel here ships: each is a root after
+    the loads that provide what it links (cudatx.discover.frameworks.cupy)."""
     table = loads.by_soname or {}
-    dist = env.distribution(framework.distribution)
+    dist = env.distribution(found.distribution)
     tops = {e.path.split("/", 1)[0] for e in dist.records if "/" in e.path} if dist else set()
-    folders = tuple(os.path.join(site, t, "") for t in sorted(tops))
+    folders = tuple(os.path.join(found.site, t, "") for t in sorted(tops))
+    named = {
+        env.keys(path)
+        for root in loads.roots
+        if root.is_module
+        for path in [_module_file(env, (root.path,))]
+        if path is not None
+    }
     out = []
     for root in env.roots:
-        if not root.startswith(folders):
+        if not root.startswith(folders) or env.keys(root) in named:
             continue
         info = view.probe(root).info
-        needs = [n for n in info.needed if n in table] if info is not None else []
-        if not needs:
+        needs = info.needed if info is not None else ()
+        if not any(n in table or n in env.libraries for n in needs):
             continue
-        chained = tuple(dict.fromkeys(load for n in needs for load in table[n]))
-        relative = os.path.relpath(root, site)
+        chained = tuple(dict.fromkeys(load for n in needs for load in table.get(n, ())))
+        relative = os.path.relpath(root, found.site)
         module = relative.split(".", 1)[0].replace("/", ".")
         out.append(RuntimeRoot(path=relative, what=f"module {module}", loads=chained))
     return tuple(out)
 
 
+def _hand_preloads(
+    env: Environment, roots: tuple[str, ...], view: FileView
+) -> dict[str, tuple[HandLoaded, ...]]:
+    """root -> the libraries its package's code loads by path that the root needs by name
+    (its DT_NEEDED names the file or its soname): loaded first, they answer that need
+    (elf/dl-load.c `_dl_map_object` reuses a loaded object of that name)."""
+    by_name: dict[str, list[HandLoaded]] = {}
+    for hand in env.hand_loads:
+        info = view.probe(hand.path).info
+        names = {os.path.basename(hand.path), *([info.soname] if info and info.soname else [])}
+        for name in names:
+            by_name.setdefault(name, []).append(hand)
+    if not by_name:
+        return {}
+    out: dict[str, tuple[HandLoaded, ...]] = {}
+    for root in roots:
+        info = view.probe(root).info
+        if info is None:
+            continue
+        found = [
+            hand
+            for name in info.needed
+            for hand in by_name.get(name, ())
+            if hand.path != root and _same_package(hand, root, env)
+        ]
+        if found:
+            out[root] = tuple(dict.fromkeys(found))
+    return out
+
+
+def _same_package(hand: HandLoaded, root: str, env: Environment) -> bool:
+    """Whether the root is in the top-level package whose code makes the load."""
+    entry = next((e for e in env.target.sys_path if e and hand.by.startswith(e + "/")), None)
+    if entry is None:
+        return False
+    top = hand.by[len(entry) + 1 :].split("/", 1)[0]
+    return root.startswith(os.path.join(entry, top, ""))
+
+
 def _imported_first(
-    env: Environment, contexts: dict[str, PackageContext], view: FileView
+    env: Environment,
+    contexts: dict[str, PackageContext],
+    view: FileView,
+    roots: tuple[str, ...],
 ) -> dict[str, PackageContext]:
     """Roots outside the packages that preload (torch) whose import imports one of them first:
     an `__init__.py` above the extension imports it at module level (README, "Which process
@@ -331,7 +529,7 @@ def _imported_first(
     by_package = {c.load_list.package: c for c in contexts.values()}
     entries = sorted((os.path.join(e, "") for e in env.target.sys_path if e), key=len)
     out: dict[str, PackageContext] = {}
-    for root in env.roots:
+    for root in roots:
         if any(root.startswith(folder) for folder in contexts):
             continue  # inside torch itself: its own context
         entry = next((e for e in reversed(entries) if root.startswith(e)), None)

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from cudatx.analysis import cuda, frameworks, observed, ownership
+from cudatx.analysis import cuda, frameworks, observed, optional, ownership
 from cudatx.analysis.commands import conda_command, cudatx_command, reinstall_command
 from cudatx.analysis.problems import (
     Problem,
@@ -436,8 +436,8 @@ class _Causes:
         seen: set[tuple[str, str, str]] = set()
         for load in (self.env.base, *self.env.loads, *self.env.observed):
             imported = False
-            if frameworks.unavailable(self.env, load):
-                continue  # an optional module whose library nothing here installs
+            if optional.not_imported(self.env, load):
+                continue  # a module no import loads: a feature not had (a doctor note)
             run = frameworks.run_of(self.env, load)
             traced = observed.run_of(self.env, load)
             importing = (

@@ -273,7 +273,7 @@ def _dist_metadata(ctx: _Context, dist: Distribution) -> tuple[int, str] | None:
             (
                 r
                 for r in ctx.env.frameworks
-                if dist.name in (r.framework.distribution, *r.framework.companions)
+                if dist.name in (r.framework.distribution, *r.companions)
                 and r.loads.build_major is not None
             ),
             None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
-from cudatx.analysis import cuda, frameworks, observed, ownership
+from cudatx.analysis import coverage, cuda, frameworks, observed, ownership
 from cudatx.analysis.broken import already_broken, conda_owned, damage, iter_fixes, torch_major
 from cudatx.analysis.commands import cudatx_command, reinstall_command, reinstall_commands
 from cudatx.analysis.problems import (
@@ -206,20 +206,18 @@ def _verdict(errors: list[Problem], warnings: list[Problem], fixes: tuple[str, .
 
 
 def _framework_notes(env: Environment) -> list[str]:
-    """Where each framework's load list came from, and the contexts its roots load in."""
-    out: dict[str, None] = {}
-    for run in env.frameworks:
-        out.setdefault(f"{run.framework.name} load list: {run.origin}")
+    """Where each framework's load list came from (or that it is not modelled), the
+    contexts its roots load in, and its lazily imported modules that do not load."""
+    out: dict[str, None] = dict.fromkeys(frameworks.read_notes(env))
     by_label: dict[str, list[str]] = defaultdict(list)
-    skipped: dict[str, int] = defaultdict(int)
     for state in frameworks.states(env):
         if state.label.startswith("cupy's module"):
-            skipped[state.context] += 1  # one line per CuPy module would drown the rest
-            continue
+            continue  # one line per CuPy module would drown the rest
         word = "loads" if state.works else f"does not load ({state.failing})"
         by_label[state.label].append(f"{word} {state.context}")
     for label, said in by_label.items():
         out.setdefault(f"{label}: {'; '.join(said)}")
+    out.update(dict.fromkeys(frameworks.unavailable_notes(env)))
     return list(out)
 
 
@@ -237,6 +235,7 @@ def diagnose(env: Environment, *, strict: bool = False) -> DoctorReport:
     for context in env.contexts:
         notes.append(f"{context.load_list.distribution} preload list: {context.origin}")
     notes += _framework_notes(env)
+    notes += coverage.notes(env)
     notes += observed.notes(env)
     return DoctorReport(
         prefix=env.target.prefix,

@@ -1,7 +1,8 @@
 """Frameworks' run-time roots in their contexts: which work, and what doctor, a plan and
 `why` say of them (cudatx.loader.roots.FrameworkRun).
 
-Each root is replayed in every context of its framework (loadlists.json "frameworks"): the
+Each root is replayed in every context of its framework (its reader's, cudatx.discover.
+frameworks): the
 primary one (the process the framework's own documentation sets up: JAX's plugin after its
 preloads, onnxruntime's provider after `preload_dlls()`, CuPy's modules after
 cuda-pathfinder) is one of `Environment.loads` and counts as any import does; the others
@@ -86,17 +87,59 @@ def _says(r: Resolution | None) -> str | None:
 
 
 def unavailable(env: Environment, load: LoadResult) -> bool:
-    """A root of a framework whose modules are optional features (CuPy's cuTENSOR module)
-    that fails only for a library nothing here installs: a feature not installed, which
-    CuPy reports as such when asked, not a break."""
+    """A root of a framework whose modules are imported lazily, when first used (CuPy's
+    library modules), that does not load: a feature the user does not have (doctor says so
+    in a note), not an import that fails. A plan still counts one that loaded before and
+    does not after (`changes`)."""
     run = run_of(env, load)
-    if run is None or not run.framework.optional_roots or load.ok:
-        return False
-    failed = [r for r in load.resolutions if r.status not in _MET and r.evidence.decisive]
-    return all(
-        r.status is Status.NOT_FOUND and not env.owners.listing(os.path.basename(r.cause or r.name))
-        for r in failed
-    )
+    return run is not None and run.loads.optional_roots and not load.ok
+
+
+def read_notes(env: Environment) -> list[str]:
+    """One line per framework found: where its load list was read, or that it is not
+    modelled and why; one per load by path a package makes that cudatx cannot read."""
+    out = []
+    for found, loads in env.framework_reads:
+        if loads.read:
+            out.append(f"{found.name} load list: {loads.origin}")
+        else:
+            out.append(not_modelled(found.distribution, f"{found.name}: {loads.origin}"))
+    for dist, unread in env.hand_unread:  # cudatx.discover.handloads
+        where = f"{short(env, unread.by)}:{unread.line}"
+        out.append(not_modelled(dist, f"{where} loads {unread.what}"))
+    return out
+
+
+def not_modelled(name: str, why: str) -> str:
+    """The note doctor and a plan give a distribution whose run-time loads cudatx does not
+    read."""
+    return f"not modelled: {name} ({why}); plans cannot vouch for its run-time loads"
+
+
+def unavailable_notes(env: Environment) -> list[str]:
+    """Doctor's notes for the lazily imported modules that do not load in their primary
+    context: "cupy's module cupy_backends.cuda.libs.cutensor: needs libcutensor.so.2, which
+    nothing installs", or the failure and where it loads instead."""
+    out: dict[str, None] = {}
+    by_root: dict[str, list[ContextState]] = {}
+    for state in states(env):
+        by_root.setdefault(env.keys(state.root), []).append(state)
+    for found in by_root.values():
+        primary = next((s for s in found if s.primary), None)
+        if primary is None or not primary.unavailable:
+            continue
+        elsewhere = [s.context for s in found if s.works]
+        load = next(ld for ld in env.loads if env.keys(ld.root) == env.keys(primary.root))
+        failing = _failing(load)
+        name = os.path.basename(failing.cause or failing.name) if failing else None
+        if name and failing and failing.status is Status.NOT_FOUND and not env.owners.listing(name):
+            why = f"needs {name}, which nothing installs"
+        else:
+            why = f"does not load {primary.context} ({primary.failing})"
+        if elsewhere:
+            why += f"; it loads {', '.join(elsewhere)}"
+        out.setdefault(f"{primary.label} (imported when first used): {why}")
+    return list(out)
 
 
 def states(env: Environment) -> tuple[ContextState, ...]:
@@ -106,7 +149,7 @@ def states(env: Environment) -> tuple[ContextState, ...]:
         run = run_of(env, load)
         if run is None:
             continue
-        context = next(c for c in run.framework.contexts if c.name == load.context)
+        context = next(c for c in run.contexts if c.name == load.context)
         out.append(
             ContextState(
                 framework=run.framework.name,
@@ -115,7 +158,7 @@ def states(env: Environment) -> tuple[ContextState, ...]:
                 context=context.name,
                 primary=context.primary,
                 expected=context.expected,
-                works=load.ok or unavailable(env, load),
+                works=load.ok,
                 failing=None if load.ok else _says(_failing(load)),
                 unavailable=unavailable(env, load),
             )
@@ -139,16 +182,11 @@ def changes(env: Environment, after: Environment) -> tuple[ContextChange, ...]:
     now = {(env.keys(s.root), s.context): s for s in states(after)}
     roots_after = {root for root, _ in now}
     torch_fails = _torch_fails(after)
-    steps = {
-        (f.name, c.name): c.steps
-        for run in env.frameworks
-        for f in [run.framework]
-        for c in f.contexts
-    }
+    steps = {(run.framework.name, c.name): c.steps for run in env.frameworks for c in run.contexts}
     out = []
     for key, was in then.items():
         root, context = key
-        if not was.works or was.unavailable or root not in roots_after:
+        if not was.works or root not in roots_after:
             continue  # failing already, or the framework itself is gone
         if torch_fails and "torch" in steps.get((was.framework, context), ()):
             continue  # `import torch` itself fails: the plan says so
@@ -186,6 +224,12 @@ def role(env: Environment, r: Resolution) -> str | None:
         return f"needed by {run.label} (run-time root)"
     if r.needed_by == run.source and r.evidence is Evidence.IMPORT:
         return f"loaded by {run.framework.name} by path (run-time root)"
+    module = next(
+        (m for m in run.modules if m.path and env.keys(m.path) == env.keys(r.needed_by)), None
+    )
+    if module is not None and r.evidence is Evidence.DLOPEN and module.why:
+        # "opened by jax_cuda12_plugin/_versions...so for JAX's version check"
+        return f"opened by {short(env, module.path or '')} for {module.why} (run-time root)"
     return None
 
 

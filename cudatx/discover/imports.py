@@ -13,6 +13,7 @@ import ast
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cudatx.cache import Unkept, file_key, memo_file
@@ -85,3 +86,103 @@ def imports_of(
     )
     _MEMO[seen] = found
     return found
+
+
+# -- the static import closure --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Closure:
+    """What `import TOP` runs, read statically: the modules (dotted names) its `__init__.py`
+    imports at module level, and theirs, in the same top-level package."""
+
+    required: frozenset[str]  # imported on every path (an ImportError there fails the import)
+    optional: frozenset[str]  # imported under `try: ... except ImportError`
+    files: tuple[tuple[str, str], ...]  # (path, state) of every file read: what it rests on
+
+
+def _imports_in(tree: ast.Module, name: str, is_package: bool) -> Iterator[tuple[str, bool]]:
+    """(dotted module, optional) for each module-level import of module `name`. An import
+    under `try` whose handlers catch ImportError (or anything) is optional; one in a
+    function, or behind a module `__getattr__`, is not read (it runs later, if ever)."""
+    package = name if is_package else name.rpartition(".")[0]
+
+    def visit(body: list[ast.stmt], optional: bool) -> Iterator[tuple[str, bool]]:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    for end in range(1, len(parts) + 1):  # each package's __init__ runs
+                        yield ".".join(parts[:end]), optional
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parts = parts[: len(parts) - node.level + 1] if node.level > 1 else parts
+                    base = ".".join([*parts, base] if base else parts)
+                if base:
+                    parts = base.split(".")
+                    for end in range(1, len(parts) + 1):
+                        yield ".".join(parts[:end]), optional
+                    for alias in node.names:  # `from pkg import mod`: a submodule, maybe
+                        if alias.name != "*":
+                            yield f"{base}.{alias.name}", optional
+            elif isinstance(node, ast.Try):
+                caught = any(
+                    h.type is None
+                    or any(
+                        isinstance(t, ast.Name)
+                        and t.id
+                        in ("ImportError", "ModuleNotFoundError", "Exception", "BaseException")
+                        for t in ast.walk(h.type)
+                    )
+                    for h in node.handlers
+                )
+                yield from visit(node.body, optional or caught)
+                for handler in node.handlers:
+                    yield from visit(handler.body, optional)
+                yield from visit(node.orelse, optional)
+                yield from visit(node.finalbody, optional)
+            else:
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, ast.stmt):
+                        yield from visit([child], optional)
+
+    yield from visit(tree.body, False)
+
+
+def import_closure(
+    top: str, entry: str, real: Callable[[str], str] = str, limit: int = 20_000
+) -> Closure:
+    """The static closure of `import TOP`, TOP a package or module directly in the sys.path
+    entry `entry`. Modules of other top-level packages are not followed (their own
+    closures say what they import). An extension module is a leaf: what its own init
+    imports is not read (Cython's cimports) and is not counted."""
+    required: set[str] = set()
+    optional: set[str] = set()
+    files: list[tuple[str, str]] = []
+    queue: list[tuple[str, bool]] = [(top, False)]
+    while queue and len(files) < limit:
+        name, is_optional = queue.pop()
+        if name in required or (is_optional and name in optional):
+            continue
+        (required if not is_optional else optional).add(name)
+        relative = name.replace(".", "/")
+        for path, is_package in (
+            (os.path.join(entry, relative, "__init__.py"), True),
+            (os.path.join(entry, relative + ".py"), False),
+        ):
+            try:
+                st = os.stat(real(path))
+                with open(real(path), "rb") as handle:
+                    tree = ast.parse(handle.read())
+            except (OSError, SyntaxError, ValueError, RecursionError):
+                continue
+            files.append((path, ":".join(file_key(st))))
+            for module, opt in _imports_in(tree, name, is_package):
+                if module.split(".")[0] == top.split(".")[0]:
+                    queue.append((module, is_optional or opt))
+            break
+    return Closure(frozenset(required), frozenset(optional - required), tuple(files))

@@ -44,17 +44,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from cudatx.discover.catalog import (
-    Catalog,
-    Framework,
+from cudatx.discover.catalog import Catalog, LoadList, PreloadEntry, Preloads
+from cudatx.discover.frameworks.model import (
     FrameworkContext,
     FrameworkLoads,
     HandLoad,
-    LoadList,
-    PreloadEntry,
-    Preloads,
+    Installed,
     RuntimeRoot,
 )
+from cudatx.discover.handloads import HandLoaded
 from cudatx.discover.lddebug import DLOPEN, absolute
 from cudatx.discover.traces import Trace
 from cudatx.loader.fileview import FileView, Seen
@@ -88,24 +86,37 @@ class PackageContext:
         return self.preloads.origin
 
 
-HandLocated = tuple[HandLoad, str | None, bool]
-"""A framework's hand load, the file its search finds (None: none), and whether the place it
-searches exists (JAX's `nvidia.<module>` imports: a load of a module that is not installed is
-skipped; of one that is, but lacks the file, fails)."""
+HandLocated = tuple[HandLoad, str | None]
+"""A framework's hand load and the file its search finds (None: none)."""
+
+
+@dataclass(frozen=True)
+class ModuleLocated:
+    """A module a framework imports before its root (cudatx.discover.frameworks.model.
+    ModuleStep), as installed: its file (None: none of its names is installed), and the
+    names it then opens by bare name, each picked among its alternatives."""
+
+    path: str | None
+    module: str  # the first of its dotted names, said where none is installed
+    opens: tuple[tuple[str, ...], ...]  # per library, the names tried in order
+    why: str
 
 
 @dataclass(frozen=True)
 class FrameworkRun:
     """One run-time root of a framework, as installed here."""
 
-    framework: Framework
-    loads: FrameworkLoads  # what the framework's source (or the shipped table) says
+    framework: Installed
+    loads: FrameworkLoads  # what the framework's reader read
     root: RuntimeRoot
     path: str  # the root file
     source: str  # the file whose code loads by hand, and then the root
     located: tuple[HandLocated, ...]
-    runtime: tuple[str, ...]  # what the root dlopens by name itself
-    optional_runtime: tuple[str, ...]
+    modules: tuple[ModuleLocated, ...]
+    runtime: tuple[tuple[str, ...], ...]  # what the root dlopens by name itself
+    optional_runtime: tuple[tuple[str, ...], ...]
+    first: tuple[str, ...] = ()  # paths the framework loads RTLD_GLOBAL before the root
+    companions: tuple[str, ...] = ()  # distributions of the same build (jax-cuda12-plugin)
 
     @property
     def label(self) -> str:
@@ -116,6 +127,21 @@ class FrameworkRun:
     def origin(self) -> str:
         return self.loads.origin
 
+    @property
+    def contexts(self) -> tuple[FrameworkContext, ...]:
+        return self.loads.contexts
+
+
+def _first_match(view: FileView, folder: str, names: tuple[str, ...]) -> str | None:
+    """The first of `names` in `folder`; a name with a glob character is its first match in
+    sorted order (cuda-pathfinder sorts its glob)."""
+    for name in names:
+        path = os.path.join(folder, name)
+        found = sorted(view.glob(path)) if any(c in name for c in "*?[") else view.glob(path)
+        if found:
+            return found[0]
+    return None
+
 
 def locate_hand(
     load: HandLoad,
@@ -123,8 +149,9 @@ def locate_hand(
     site_packages: tuple[str, ...],
     beside: str,
     view: FileView,
-) -> tuple[str | None, bool]:
-    """Where the framework's own search finds `load` (cudatx.discover.catalog.HandLoad)."""
+) -> str | None:
+    """Where the framework's own search finds `load` (cudatx.discover.frameworks.model.
+    HandLoad)."""
     if load.search == "package":
         # JAX's _load: importlib.import_module("nvidia.<module>").__path__[0], the first
         # sys.path entry holding the package's folder; only there.
@@ -133,22 +160,18 @@ def locate_hand(
             entry = next((e for e in sys_path if view.is_folder(os.path.join(e, package))), None)
             if entry is None:
                 continue
-            for name in load.names:
-                path = os.path.join(entry, folder, name)
-                if view.glob(path):
-                    return path, True
-            return None, True
-        return None, False
+            return _first_match(view, os.path.join(entry, folder), load.names)
+        return None
     # "beside": onnxruntime's `<package>/..`; "site": cuda-pathfinder's
-    # find_sub_dirs_all_sitepackages, folder by folder, then site folder by site folder.
-    bases = (beside,) if load.search == "beside" else site_packages
+    # find_sub_dirs_all_sitepackages, folder by folder, then site folder by site folder;
+    # "path": each folder as it is (relative: to the framework's site folder).
+    bases = site_packages if load.search == "site" else (beside,)
     for folder in load.folders:
         for base in bases:
-            for name in load.names:
-                path = os.path.join(base, folder, name)
-                if view.glob(path):
-                    return path, True
-    return None, True
+            found = _first_match(view, os.path.join(base, folder), load.names)
+            if found is not None:
+                return found
+    return None
 
 
 def locate_preloads(
@@ -201,6 +224,7 @@ def _attempt(
     root: str,
     evidence: Evidence,
     needed_by: str | None = None,
+    global_: bool | None = None,
 ) -> tuple[list[Resolution], Resolution | None]:
     """One dlopen done by hand (ctypes, or a library at run time), all or nothing: its
     resolutions, and the first need that failed (None when it loaded).
@@ -211,7 +235,9 @@ def _attempt(
     read as the import's.
     """
     mark = process.mark()
-    done = process.dlopen(name, caller, root=root, evidence=evidence, needed_by=needed_by)
+    done = process.dlopen(
+        name, caller, root=root, evidence=evidence, needed_by=needed_by, global_=global_
+    )
     if done.ok:
         return list(done.resolutions), None
     process.undo(mark)
@@ -229,6 +255,31 @@ def _attempt(
             missing=failed.missing,
         )
     return [head], failed
+
+
+def _open(
+    process: Process, names: tuple[str, ...], caller: Loaded, root: str
+) -> tuple[list[Resolution], Resolution | None]:
+    """dlopen of each name in turn from `caller`'s code, until one loads; where none does,
+    the first one's failure (the name the library was built for)."""
+    first: tuple[list[Resolution], Resolution | None] | None = None
+    for name in names:
+        done = _attempt(process, name, caller, root=root, evidence=Evidence.DLOPEN)
+        if done[1] is None:
+            return done
+        first = first or done
+    return first if first is not None else ([], None)
+
+
+def _no_module(module: ModuleLocated, run: FrameworkRun) -> Resolution:
+    return Resolution(
+        name=module.module,
+        needed_by=run.source,
+        root=run.path,
+        status=Status.NOT_FOUND,
+        evidence=Evidence.IMPORT,
+        detail=f"no module {module.module} is installed ({module.why} needs it)",
+    )
 
 
 def _unfound(pattern: str, context: PackageContext, root: str) -> Resolution:
@@ -254,6 +305,7 @@ class RootLoader:
         contexts: dict[str, PackageContext],
         major_of: MajorOf,
         after: dict[str, PackageContext] | None = None,
+        hand: dict[str, tuple[HandLoaded, ...]] | None = None,
     ) -> None:
         self.base = base
         self.caller = caller
@@ -264,15 +316,19 @@ class RootLoader:
         # root -> the package its import imports first (cudatx.discover.imports): a
         # functorch or torchvision extension loads once `import torch` has run.
         self.after = after or {}
+        # root -> the libraries its package loads by path before importing it, that it
+        # needs (cudatx.discover.handloads): torchaudio's libtorchaudio.so before _torchaudio.
+        self.hand = hand or {}
         self.torch = next(
             (c for c in contexts.values() if c.load_list.package == "torch" and c.module), None
         )
 
     def load_framework(self, run: FrameworkRun, context: FrameworkContext) -> LoadResult:
         """`run`'s root in a process of `context`: its steps (`import torch`; the
-        framework's own hand loads), then the root by path, then what it loads at run time.
-        It loads when every import, DT_NEEDED and the root's own run-time load is met and
-        no required hand load failed."""
+        framework's own hand loads), the modules it imports first and what it opens through
+        them (JAX's version check), then the root by path, then what it loads at run time.
+        It loads when every import, DT_NEEDED, required open and the root's own run-time
+        load is met and no required hand load failed."""
         process = self.base.fork()
         start = len(process.objects)
         caller = process.find(self.caller) or process.main
@@ -285,17 +341,39 @@ class RootLoader:
                 out += process.dlopen(self.torch.module, caller, root=root).resolutions
             elif step == "preloads":
                 fatal |= self._hand(process, caller, run, out)
+        for path in run.first if not fatal else ():
+            first, failure = self._by_hand(process, path, caller, root, run.source)
+            out += first
+            fatal |= failure is not None
+        required: set[str] = {root}  # objects whose run-time loads must succeed
+        for module in run.modules if not fatal else ():
+            if module.path is None:
+                if module.opens:  # JAX: `assert cuda_versions is not None`
+                    out.append(_no_module(module, run))
+                    fatal = True
+                continue
+            done = process.dlopen(module.path, caller, root=root, needed_by=run.source)
+            out += done.resolutions
+            obj = process.find(module.path)
+            if not done.ok or obj is None:
+                fatal = True
+                continue
+            required.add(module.path)
+            for names in module.opens:
+                loaded, failure = _open(process, names, obj, root)
+                out += loaded
+                if failure is not None:
+                    fatal = True  # "Unable to load cuDNN. Is it installed?"
+                    break
         if not fatal:
             done = process.dlopen(root, caller, root=root, needed_by=run.source)
             out += done.resolutions
             obj = process.find(root)
             if done.ok and obj is not None:
-                for name in run.runtime:
-                    out += _attempt(process, name, obj, root=root, evidence=Evidence.DLOPEN)[0]
-                for name in run.optional_runtime:
-                    loaded, failure = _attempt(
-                        process, name, obj, root=root, evidence=Evidence.DLOPEN
-                    )
+                for names in run.runtime:
+                    out += _open(process, names, obj, root)[0]
+                for names in run.optional_runtime:
+                    loaded, failure = _open(process, names, obj, root)
                     if failure is None:
                         out += loaded
             self._run_time(process, start, root, out)
@@ -303,7 +381,7 @@ class RootLoader:
             r.status in (Status.RESOLVED, Status.SYSTEM)
             for r in out
             if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
-            or (r.evidence is Evidence.DLOPEN and r.needed_by == root)
+            or (r.evidence is Evidence.DLOPEN and r.needed_by in required)
         )
         return LoadResult(
             root=root,
@@ -318,42 +396,46 @@ class RootLoader:
         self, process: Process, caller: Loaded, run: FrameworkRun, out: list[Resolution]
     ) -> bool:
         """The framework's own loads, in order; returns whether one that is required failed
-        (cuda-pathfinder raises; JAX's _load and onnxruntime's preload_dlls swallow)."""
-        for load, found, searched in run.located:
+        (cuda-pathfinder raises). One that is not required is swallowed (JAX's _load,
+        onnxruntime's preload_dlls, CuPy's _preload_library): its failure is no need of
+        anything, and what then fails to find the library says so itself."""
+        for load, found in run.located:
             if load.reuse_loaded:
                 # load_nvidia_dynamic_lib: check_if_already_loaded_from_elsewhere.
-                have = next((n for n in load.names for o in process.objects if n in o.names), None)
+                have = next(
+                    (n for n in load.sonames for o in process.objects if o.answers_to(n)), None
+                )
                 if have is not None:
                     out += self._by_hand(process, have, caller, run.path, run.source)[0]
                     continue
             if found is not None:
                 done, failure = self._by_hand(process, found, caller, run.path, run.source)
-                out += done
-                if failure is not None and load.required:
-                    return True
-                continue
-            failed: list[Resolution] = []
+                if failure is None or load.required:
+                    out += done
+                    if failure is not None:
+                        return True
+                    continue
+                # Swallowed: onnxruntime goes on to the bare name.
             if load.by_name:
-                for name in load.names:
+                failed: list[Resolution] = []
+                for name in load.sonames:
                     done, failure = self._by_hand(process, name, caller, run.path, run.source)
                     if failure is None:
                         out += done
                         break
                     failed += done
                 else:
-                    # Say the name the root links where it is one of them (cuda-pathfinder
-                    # tries libcurand.so.11 before the libcurand.so.10 CuPy's module needs).
-                    info = self.view.probe(run.path).info
-                    linked = set(info.needed) if info is not None else set()
-                    said = next((n for n in load.names if n in linked), None)
-                    pick = next(
-                        (r for r in failed if r.name == said), failed[0] if failed else None
-                    )
-                    out += [pick] if pick is not None else []
                     if load.required:
+                        # Say the name the root links where it is one of them
+                        # (cuda-pathfinder tries libcurand.so.11 before the libcurand.so.10
+                        # CuPy's module needs).
+                        info = self.view.probe(run.path).info
+                        linked = set(info.needed) if info is not None else set()
+                        said = next((n for n in load.sonames if n in linked), None)
+                        out += [r for r in failed if r.name == said][:1] or failed[:1]
                         return True
                 continue
-            if searched or load.required:
+            if load.required:
                 out.append(
                     Resolution(
                         name=load.names[0],
@@ -364,8 +446,7 @@ class RootLoader:
                         detail="not in " + ", ".join(load.folders),
                     )
                 )
-                if load.required:
-                    return True
+                return True
         return False
 
     def load_trace(self, trace: Trace, index: int) -> LoadResult:
@@ -435,6 +516,19 @@ class RootLoader:
             fatal = self._package(process, caller, root, context, resolutions)
             if context.module and context.module != root:
                 resolutions += process.dlopen(context.module, caller, root=root).resolutions
+        for hand in self.hand.get(root, ()):
+            # ctypes.CDLL(path) (RTLD_LOCAL) or torch.ops.load_library, before the import.
+            done, failure = _attempt(
+                process,
+                hand.path,
+                caller,
+                root=root,
+                evidence=Evidence.PRELOAD,
+                needed_by=hand.by,
+                global_=False,
+            )
+            resolutions += done
+            fatal |= failure is not None and not hand.swallowed
         result = process.dlopen(root, caller, root=root)
         resolutions += result.resolutions
         self._run_time(process, start, root, resolutions)

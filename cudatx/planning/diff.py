@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Set
 from dataclasses import replace
 
-from cudatx.analysis import frameworks, observed
+from cudatx.analysis import coverage, frameworks, observed
 from cudatx.analysis.broken import already_broken
 from cudatx.analysis.cuda import Mixed, cuda_major_of_file, mixed_majors
 from cudatx.analysis.ownership import byte_owners, lost, same_bytes, system_package
@@ -249,6 +249,7 @@ def diff(
         for t in env.traces
         if t.stale is not None
     ]
+    notes += coverage.plan_notes(env, frozenset(d.name for d in (*removing, *reinstalling)))
     if no_deps:
         # uv was told to install only what is named: what those need is the user's to meet.
         own = {d.name for d in installing}

@@ -1,9 +1,10 @@
-"""cudatx.discover.frameworks on the real sources of JAX's CUDA 13 plugin, onnxruntime-gpu,
-cuda-pathfinder and CuPy.
+"""cudatx.discover.frameworks on the real sources of JAX's CUDA plugins, onnxruntime-gpu, CuPy
+and cuda-pathfinder, several releases of each (tests/data/frameworks/README.md says which
+wheel each file came from).
 
-The files under tests/data/frameworks/ were taken from the release wheels (each folder's
-SOURCE names the wheel and its sha256). What each release loads was read off its source by
-hand; these tests hold the readers to it, and the shipped tables to the readers.
+Each test lays the released files out as a site folder and asks the registered readers what
+is installed there and what it loads, as a scan does. What each release loads was read off
+its source by hand; these tests hold the readers to it.
 """
 
 from __future__ import annotations
@@ -13,158 +14,359 @@ from pathlib import Path
 
 import pytest
 
-from cudatx.discover.catalog import HandLoad, framework_loads_to_json, load_catalog
-from cudatx.discover.frameworks import (
-    Shape,
-    parse_cupy_uses_pathfinder,
-    parse_jax_plugin,
-    parse_onnxruntime,
-    parse_pathfinder,
-    read_framework,
-)
+from cudatx.discover.frameworks import find_installed, read_installed, readers
+from cudatx.discover.frameworks.model import FrameworkLoads, HandLoad, Installed, Open
+from cudatx.loader.fileview import FileView
 from tests.support.paths import DATA
 
 FW = DATA / "frameworks"
-JAX = FW / "jax-cuda13-pjrt-0.10.2" / "__init__.py"
-ORT = FW / "onnxruntime-gpu-1.31.1"
-PATHFINDER = FW / "cuda-pathfinder-1.9.1" / "descriptor_catalog.py"
-CUPY = FW / "cupy-cuda13x-14.2.0" / "__init__.py"
 
 
-def _framework(name: str):  # type: ignore[no-untyped-def]
-    return next(f for f in load_catalog().frameworks if f.name == name)
+def _site(tmp_path: Path, *releases: str) -> Path:
+    """A site folder holding the files of these releases (folders of tests/data/frameworks),
+    each owned by its distribution."""
+    site = tmp_path / "site-packages"
+    for release in releases:
+        shutil.copytree(FW / release, site, dirs_exist_ok=True)
+    return site
 
 
-def test_jax_plugin_list_as_written() -> None:
-    loads, plugin = parse_jax_plugin(JAX.read_text())
-    assert plugin == "xla_cuda_plugin.so"
-    cu13 = [(ld.folders[0], ld.names[0]) for ld in loads if ld.folders[0].startswith("nvidia/cu13")]
-    assert cu13 == [
-        ("nvidia/cu13/lib", "libcudart.so.13"),
-        ("nvidia/cu13/lib", "libnvrtc.so.13"),
-        ("nvidia/cu13/lib", "libcublas.so.13"),
-        ("nvidia/cu13/lib", "libcublasLt.so.13"),
-        ("nvidia/cu13/lib", "libcupti.so.13"),
-        ("nvidia/cu13/lib", "libcusparse.so.12"),
-        ("nvidia/cu13/lib", "libcusolver.so.12"),
-        ("nvidia/cu13/lib", "libcufft.so.12"),
-    ]
-    others = {ld.names[0]: ld.folders[0] for ld in loads}
-    assert others["libnccl.so.2"] == "nvidia/nccl/lib"
-    assert others["libnvshmem_host.so.3"] == "nvidia/nvshmem/lib"
-    assert others["libcudnn.so.9"] == "nvidia/cudnn/lib"
-    assert others["libcudart.so.12"] == "nvidia/cuda_runtime/lib"  # CUDA 12 layout, tried too
-    # _load swallows every failure, and looks only in the module's own folder.
-    assert all(not ld.required and not ld.by_name and ld.search == "package" for ld in loads)
-    assert len(loads) == 19
+def _found(site: Path) -> tuple[Installed, ...]:
+    return find_installed((str(site),), lambda p: "dist", FileView(None))
 
 
-def test_onnxruntime_preload_dlls_for_its_cuda_13_build() -> None:
-    read = parse_onnxruntime(
-        (ORT / "__init__.py").read_text(), (ORT / "build_and_package_info.py").read_text()
+def _read(site: Path, reader: str) -> tuple[Installed, FrameworkLoads]:
+    (found,) = [f for f in _found(site) if f.reader == reader]
+    return found, read_installed(found, FileView(None))
+
+
+def test_every_reader_is_registered_by_name() -> None:
+    assert set(readers()) >= {"jax", "onnxruntime", "cupy"}
+
+
+# -- JAX ----------------------------------------------------------------------------------
+
+
+def _plugin(tmp_path: Path, *releases: str, package: str = "xla_cuda12") -> FrameworkLoads:
+    site = _site(tmp_path, *releases)
+    found, loads = _read(site, "jax")
+    assert found.name == f"jax_plugins/{package}"
+    assert loads.read, loads.origin
+    return loads
+
+
+def test_jax_0_4_26_opens_nothing_by_hand_and_checks_nothing(tmp_path: Path) -> None:
+    """No `_load_nvidia_libraries`, and no version check in the plugin or a jax here: the
+    plugin's own stubs, by bare name through its RPATH, are all it has (optional)."""
+    loads = _plugin(tmp_path, "jax-cuda12-pjrt-0.4.26")
+    (root,) = loads.roots
+    assert root.path == "jax_plugins/xla_cuda12/xla_cuda_plugin.so"
+    assert root.loads == ()
+    versions, extension = root.modules
+    assert versions.modules == ("jax_cuda12_plugin._versions", "jaxlib._versions")
+    assert versions.opens == ()
+    assert extension.modules == (
+        "jax_cuda12_plugin.cuda_plugin_extension",
+        "jaxlib.cuda_plugin_extension",
     )
-    assert read.build_major == 13
-    (root,) = read.roots
+    assert Open(("libcudart.so.12",)) in root.optional_runtime
+    assert loads.build_major == 12
+
+
+def test_jax_0_4_31_reads_jax_s_own_version_check(tmp_path: Path) -> None:
+    """Before 0.6 the check is jax's (jax/_src/xla_bridge.py), cuSOLVER included."""
+    loads = _plugin(tmp_path, "jax-cuda12-pjrt-0.4.31", "jax-0.4.31")
+    (root,) = loads.roots
+    assert root.loads == ()
+    assert [o.build[0] for o in root.modules[0].opens] == [
+        "libcudart.so.12",
+        "libcudnn.so.9",
+        "libcufft.so.11",
+        "libcusolver.so.11",
+        "libcupti.so.12",
+        "libcublas.so.12",
+        "libcusparse.so.12",
+    ]
+    # cuDNN 8 or 9: the one a RECORD here lists (0.4.26 was built against 8.9); cuPTI falls
+    # back to whatever `libcupti.so` the system has (TSL's GetCuptiDsoHandle).
+    assert root.modules[0].opens[1] == Open(("libcudnn.so.9", "libcudnn.so.8"))
+    assert root.modules[0].opens[4] == Open(("libcupti.so.12",), ("libcupti.so",))
+
+
+def test_jax_0_6_2_loads_cuda_12_folders_and_checks_without_cusolver(tmp_path: Path) -> None:
+    loads = _plugin(tmp_path, "jax-cuda12-pjrt-0.6.2")
+    (root,) = loads.roots
+    assert [(ld.folders[0], ld.names[0]) for ld in root.loads][:3] == [
+        ("nvidia/cuda_runtime/lib", "libcudart.so.12"),
+        ("nvidia/cuda_nvrtc/lib", "libnvrtc.so.12"),
+        ("nvidia/cublas/lib", "libcublas.so.12"),
+    ]
+    assert len(root.loads) == 11
+    assert all(not ld.required and ld.search == "package" for ld in root.loads)
+    # The cuSOLVER check is commented out in the source: not made.
+    assert [o.build[0] for o in root.modules[0].opens] == [
+        "libcudart.so.12",
+        "libcudnn.so.9",
+        "libcufft.so.11",
+        "libcupti.so.12",
+        "libcublas.so.12",
+        "libcusparse.so.12",
+    ]
+    assert root.modules[0].why == "JAX's version check"
+
+
+def test_jax_0_10_2_tries_cuda_13_folders_too(tmp_path: Path) -> None:
+    loads = _plugin(tmp_path, "jax-cuda12-pjrt-0.10.2")
+    (root,) = loads.roots
+    folders = [ld.folders[0] for ld in root.loads]
+    assert "nvidia/cu13/lib" in folders and "nvidia/cuda_runtime/lib" in folders
+    assert len(root.loads) == 19
+    assert root.modules[0].modules[:2] == (
+        "jax_cuda13_plugin._versions",
+        "jax_cuda12_plugin._versions",
+    )
+    assert [c.name for c in loads.contexts] == ["jax alone", "after `import torch`"]
+
+
+def test_jax_cuda_13_plugin_opens_cuda_13_names(tmp_path: Path) -> None:
+    loads = _plugin(tmp_path, "jax-cuda13-pjrt-0.12.1", package="xla_cuda13")
+    assert loads.build_major == 13
+    (root,) = loads.roots
+    assert [o.build[0] for o in root.modules[0].opens] == [
+        "libcudart.so.13",
+        "libcudnn.so.9",
+        "libcufft.so.12",
+        "libcupti.so.13",
+        "libcublas.so.13",
+        "libcusparse.so.12",
+    ]
+
+
+def test_a_jax_plugin_of_another_platform_is_not_a_cuda_framework(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "jax_plugins" / "xla_rocm7").mkdir(parents=True)
+    (site / "jax_plugins" / "xla_rocm7" / "__init__.py").write_text(
+        "def initialize():\n    xb.register_plugin('rocm', library_path='x.so')\n"
+    )
+    assert _found(site) == ()
+
+
+def test_a_jax_plugin_for_a_cuda_major_without_names_is_not_modelled(tmp_path: Path) -> None:
+    site = _site(tmp_path, "jax-cuda12-pjrt-0.10.2")
+    (site / "jax_plugins" / "xla_cuda12").rename(site / "jax_plugins" / "xla_cuda99")
+    _, loads = _read(site, "jax")
+    assert not loads.read
+    assert loads.origin == "no library names known for CUDA 99 (jax.json)"
+
+
+def test_a_jax_source_of_a_shape_not_known_is_not_modelled(tmp_path: Path) -> None:
+    site = _site(tmp_path, "jax-cuda12-pjrt-0.10.2")
+    init = site / "jax_plugins" / "xla_cuda12" / "__init__.py"
+    init.write_text(init.read_text().replace('_load("nccl", ["libnccl.so.2"])', "load_nccl()"))
+    _, loads = _read(site, "jax")
+    assert not loads.read and "other than _load" in loads.origin
+
+
+# -- onnxruntime --------------------------------------------------------------------------
+
+
+def _ort(tmp_path: Path, release: str) -> tuple[Installed, FrameworkLoads]:
+    site = _site(tmp_path, release)
+    provider = site / "onnxruntime" / "capi" / "libonnxruntime_providers_cuda.so"
+    provider.parent.mkdir(parents=True, exist_ok=True)
+    provider.write_bytes(b"")
+    found, loads = _read(site, "onnxruntime")
+    assert loads.read, loads.origin
+    (root,) = loads.roots
     assert root.path == "onnxruntime/capi/libonnxruntime_providers_cuda.so"
-    assert [(ld.folders, ld.names) for ld in root.loads] == [
-        (("nvidia/cu13/lib",), ("libcublasLt.so.13",)),
-        (("nvidia/cu13/lib",), ("libcublas.so.13",)),
-        (("nvidia/cu13/lib",), ("libnvrtc.so.13",)),
-        (("nvidia/cu13/lib",), ("libcurand.so.10",)),
-        (("nvidia/cu13/lib",), ("libcufft.so.12",)),
-        (("nvidia/cu13/lib",), ("libcudart.so.13",)),
+    assert root.first == ("onnxruntime/capi/libonnxruntime_providers_shared.so",)
+    return found, loads
+
+
+@pytest.mark.parametrize("release", ["onnxruntime-gpu-1.17.1", "onnxruntime-gpu-1.20.2"])
+def test_onnxruntime_before_preload_dlls_loads_after_torch(tmp_path: Path, release: str) -> None:
+    """No preload_dlls(), no build info: the provider's DT_NEEDED are met after `import
+    torch` (or by LD_LIBRARY_PATH); its CUDA major is its DT_NEEDED's (build_major None)."""
+    found, loads = _ort(tmp_path, release)
+    assert found.sources == ("onnxruntime/__init__.py",)
+    assert loads.roots[0].loads == ()
+    assert loads.build_major is None
+    assert [(c.name, c.primary, c.expected) for c in loads.contexts] == [
+        ("after `import torch`", True, True),
+        ("onnxruntime alone", False, False),
+    ]
+
+
+def test_onnxruntime_1_21_preloads_cuda_12(tmp_path: Path) -> None:
+    _, loads = _ort(tmp_path, "onnxruntime-gpu-1.21.1")
+    assert loads.build_major == 12
+    assert [(ld.folders, ld.names) for ld in loads.roots[0].loads] == [
+        (("nvidia/cublas/lib",), ("libcublasLt.so.12",)),
+        (("nvidia/cublas/lib",), ("libcublas.so.12",)),
+        (("nvidia/cuda_nvrtc/lib",), ("libnvrtc.so.12",)),
+        (("nvidia/curand/lib",), ("libcurand.so.10",)),
+        (("nvidia/cufft/lib",), ("libcufft.so.11",)),
+        (("nvidia/cuda_runtime/lib",), ("libcudart.so.12",)),
         (("nvidia/cudnn/lib",), ("libcudnn.so.9",)),
     ]
+    assert loads.contexts[0].name == "after `onnxruntime.preload_dlls()`"
+
+
+def test_onnxruntime_1_21_preloads_nothing_for_another_cuda_major(tmp_path: Path) -> None:
+    """1.21's preload_dlls returns early unless the build's cuda_version starts with 12."""
+    site = _site(tmp_path, "onnxruntime-gpu-1.21.1")
+    info = site / "onnxruntime" / "capi" / "build_and_package_info.py"
+    info.write_text(info.read_text().replace("cuda_version = '12.2'", "cuda_version = '11.8'"))
+    (site / "onnxruntime" / "capi" / "libonnxruntime_providers_cuda.so").write_bytes(b"")
+    _, loads = _read(site, "onnxruntime")
+    assert loads.roots[0].loads == () and loads.build_major == 11
+
+
+def test_onnxruntime_1_26_has_no_plugin_ep_function_and_is_read(tmp_path: Path) -> None:
+    """The release that broke the reader before: no _get_cuda_plugin_ep_library_path."""
+    _, loads = _ort(tmp_path, "onnxruntime-gpu-1.26.0")
+    assert loads.build_major == 12
+    names = [ld.names[0] for ld in loads.roots[0].loads]
+    assert names == [
+        "libcublasLt.so.12",
+        "libcublas.so.12",
+        "libnvrtc.so.12",
+        "libcurand.so.10",
+        "libcufft.so.11",
+        "libcudart.so.12",
+        "libcudnn.so.9",
+    ]
     # By path from `<package>/..` where the file is, else by bare name; never raised.
-    assert all(ld.search == "beside" and ld.by_name and not ld.required for ld in root.loads)
+    assert all(
+        ld.search == "beside" and ld.by_name and not ld.required for ld in loads.roots[0].loads
+    )
 
 
-def test_onnxruntime_cuda_12_build_takes_the_per_component_folders() -> None:
-    """The same source, evaluated for a CUDA 12 build, gives the older layout: the branch
-    is taken from the build's cuda_version, not assumed."""
-    read = parse_onnxruntime((ORT / "__init__.py").read_text(), "cuda_version = '12.8'\n")
-    folders = [ld.folders[0] for ld in read.roots[0].loads]
-    assert read.build_major == 12
-    assert folders[:3] == ["nvidia/cublas/lib", "nvidia/cublas/lib", "nvidia/cuda_nvrtc/lib"]
-    assert read.roots[0].loads[0].names == ("libcublasLt.so.12",)
-    assert read.roots[0].loads[4].names == ("libcufft.so.11",)
+def test_onnxruntime_1_31_cuda_13(tmp_path: Path) -> None:
+    _, loads = _ort(tmp_path, "onnxruntime-gpu-1.31.1")
+    assert loads.build_major == 13
+    assert [(ld.folders[0], ld.names[0]) for ld in loads.roots[0].loads][:2] == [
+        ("nvidia/cu13/lib", "libcublasLt.so.13"),
+        ("nvidia/cu13/lib", "libcublas.so.13"),
+    ]
 
 
-def test_onnxruntime_cpu_build_is_not_read() -> None:
-    with pytest.raises(Shape, match="CPU build"):
-        parse_onnxruntime((ORT / "__init__.py").read_text(), "package_name = 'onnxruntime'\n")
+def test_onnxruntime_without_a_cuda_provider_is_no_framework(tmp_path: Path) -> None:
+    site = _site(tmp_path, "onnxruntime-gpu-1.26.0")
+    assert [f for f in _found(site) if f.reader == "onnxruntime"] == []
 
 
-def test_pathfinder_table_with_dependencies_first() -> None:
-    table = parse_pathfinder(PATHFINDER.read_text())
-    cublas = table["libcublas.so.13"]
+# -- CuPy ---------------------------------------------------------------------------------
+
+
+def _cupy(tmp_path: Path, *releases: str) -> FrameworkLoads:
+    _, loads = _read(_site(tmp_path, *releases), "cupy")
+    assert loads.read, loads.origin
+    assert loads.optional_roots
+    assert [c.name for c in loads.contexts] == ["cupy alone", "after `import torch`"]
+    return loads
+
+
+def test_cupy_12_preloads_nothing_from_wheels(tmp_path: Path) -> None:
+    assert _cupy(tmp_path, "cupy-cuda12x-12.3.0").by_soname == {}
+
+
+def test_cupy_13_preloads_nccl_and_cutensor_from_their_wheels(tmp_path: Path) -> None:
+    """_environment._preload_library: the wheel's file where it is, a failure warned."""
+    table = _cupy(tmp_path, "cupy-cuda12x-13.6.0").by_soname
+    assert table == {
+        "libnccl.so.2": (HandLoad(("libnccl.so.2",), ("nvidia/nccl/lib",), "site", False),),
+        "libcutensor.so.2": (HandLoad(("libcutensor.so.2",), ("cutensor/lib",), "site", False),),
+    }
+
+
+def test_cupy_14_0_through_pathfinder_1_3(tmp_path: Path) -> None:
+    """supported_nvidia_libs.py: lib<name>.so, else lib<name>.so* in each folder; then the
+    sonames bare, newest first; dependencies first."""
+    table = _cupy(tmp_path, "cupy-cuda12x-14.0.0", "cuda-pathfinder-1.3.3").by_soname or {}
+    cublas = table["libcublas.so.12"]
     assert [ld.names for ld in cublas] == [
+        ("libcublasLt.so", "libcublasLt.so*"),
+        ("libcublas.so", "libcublas.so*"),
+    ]
+    assert cublas[1].bare == ("libcublas.so.13", "libcublas.so.12", "libcublas.so")
+    assert cublas[1].folders == ("nvidia/cu13/lib", "nvidia/cublas/lib")
+    assert all(ld.required and ld.by_name and ld.reuse_loaded for ld in cublas)
+    assert [ld.names[0] for ld in table["libcusolver.so.11"]] == [
+        "libnvJitLink.so",
+        "libcusparse.so",
+        "libcublasLt.so",
+        "libcublas.so",
+        "libcusolver.so",
+    ]
+
+
+def test_cupy_14_2_through_pathfinder_1_9(tmp_path: Path) -> None:
+    table = _cupy(tmp_path, "cupy-cuda12x-14.2.0", "cuda-pathfinder-1.9.1").by_soname or {}
+    assert [ld.names for ld in table["libcublas.so.12"]] == [
         ("libcublasLt.so.13", "libcublasLt.so.12"),
         ("libcublas.so.13", "libcublas.so.12"),
     ]
-    assert cublas[1].folders == ("nvidia/cu13/lib", "nvidia/cublas/lib")
-    assert all(ld.required and ld.by_name and ld.reuse_loaded for ld in cublas)
     assert table["libnccl.so.2"][-1].folders == ("nvidia/nccl/lib",)
+    assert table["libcutensor.so.2"][-1].folders == ("cutensor/lib",)
     assert "libcuda.so.1" not in table  # the driver's: system-provided
 
 
-def test_cupy_loads_through_pathfinder() -> None:
-    parse_cupy_uses_pathfinder(CUPY.read_text())
-    with pytest.raises(Shape):
-        parse_cupy_uses_pathfinder("def __getattr__(name):\n    return name\n")
+def test_cupy_14_without_pathfinder_beside_it_is_not_modelled(tmp_path: Path) -> None:
+    _, loads = _read(_site(tmp_path, "cupy-cuda12x-14.2.0"), "cupy")
+    assert not loads.read
+    assert "cuda-pathfinder, which is not installed beside it" in loads.origin
 
 
-def test_jax_reader_refuses_a_shape_it_does_not_know() -> None:
-    text = JAX.read_text().replace('_load("nccl", ["libnccl.so.2"])', "load_nccl()")
-    with pytest.raises(Shape, match="other than _load"):
-        parse_jax_plugin(text)
-
-
-@pytest.mark.parametrize(
-    ("name", "release", "files"),
-    [
-        ("jax_plugins/xla_cuda13", "0.10", [JAX]),
-        ("onnxruntime", "1.31", [ORT / "__init__.py", ORT / "build_and_package_info.py"]),
-    ],
-)
-def test_shipped_table_is_what_the_reader_reads(
-    name: str, release: str, files: list[Path], tmp_path: Path
+def test_what_a_reader_read_is_kept_in_the_scan_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    framework = _framework(name)
-    for source, file in zip(framework.sources, files, strict=True):
-        (tmp_path / source).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(file, tmp_path / source)
-    read = read_framework(framework, str(tmp_path), f"{release}.1")
-    assert read.origin.startswith("read from ")
-    assert framework_loads_to_json(read) == framework_loads_to_json(framework.releases[release])
+    import cudatx.cache
+    from cudatx.cache import open_cache
+
+    monkeypatch.setattr(cudatx.cache, "RACY_NS", 0)  # files written just now count as settled
+    site = _site(tmp_path, "onnxruntime-gpu-1.26.0")
+    (site / "onnxruntime" / "capi" / "libonnxruntime_providers_cuda.so").write_bytes(b"")
+    (found,) = _found(site)
+    environ = {"CUDATX_CACHE_DIR": str(tmp_path / "cache")}
+    cache = open_cache(environ)
+    assert cache is not None
+    first = read_installed(found, FileView(cache), cache)
+    cache.close()
+    cache = open_cache(environ)
+    assert cache is not None
+    hits = cache.hits
+    from cudatx.discover import frameworks
+
+    frameworks._PARSED.clear()
+    assert read_installed(found, FileView(cache), cache) == first
+    assert cache.hits == hits + 1
+    cache.close()
 
 
-def test_cupy_shipped_table_agrees_with_pathfinder(tmp_path: Path) -> None:
-    framework = _framework("cupy")
-    for source, file in zip(framework.sources, [CUPY, PATHFINDER], strict=True):
-        (tmp_path / source).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(file, tmp_path / source)
-    read = read_framework(framework, str(tmp_path), "14.2.0")
-    shipped = framework.releases["14.2"].by_soname or {}
-    assert read.by_soname is not None
-    assert {k: read.by_soname[k] for k in shipped} == shipped
-
-
-def test_falls_back_to_the_shipped_table_saying_why(tmp_path: Path) -> None:
-    framework = _framework("jax_plugins/xla_cuda13")
-    source = tmp_path / framework.sources[0]
-    source.parent.mkdir(parents=True)
-    source.write_text("def initialize():\n    pass\n")
-    read = read_framework(framework, str(tmp_path), "0.10.2")
-    assert read.origin == (
-        "shipped table for jax-cuda13-pjrt 0.10 (no _load_nvidia_libraries and _load)"
-    )
-    assert read.roots == framework.releases["0.10"].roots
-    unknown = read_framework(framework, str(tmp_path), "0.99.0")
-    assert unknown.roots == ()
-    assert unknown.origin.startswith("no load list for jax-cuda13-pjrt 0.99")
-
-
-def test_hand_load_is_hashable_for_chaining() -> None:
-    one = HandLoad(("a.so",), ("x",), "site", True)
-    assert len({one, HandLoad(("a.so",), ("x",), "site", True)}) == 1
+def test_cupy_14_modules_imported_after_a_pathfinder_load(tmp_path: Path) -> None:
+    """`__getattr__` asks cuda-pathfinder for each library before it imports the module:
+    every submodule of `_submodules` (`cusparselt` asks for `cusparseLt`), and `cupy.cuda`'s
+    cuFFT branch. The module is the root; what pathfinder loads comes first."""
+    loads = _cupy(tmp_path, "cupy-cuda12x-14.2.0", "cuda-pathfinder-1.9.1")
+    roots = {r.path: r for r in loads.roots}
+    assert set(roots) == {
+        "cupy_backends.cuda.libs.cublas",
+        "cupy_backends.cuda.libs.cusolver",
+        "cupy_backends.cuda.libs.cusparse",
+        "cupy_backends.cuda.libs.curand",
+        "cupy_backends.cuda.libs.nccl",
+        "cupy_backends.cuda.libs.cutensor",
+        "cupy_backends.cuda.libs.cusparselt",
+        "cupy.cuda.cufft",
+    }
+    assert all(r.is_module for r in roots.values())
+    assert roots["cupy_backends.cuda.libs.cusparselt"].loads[-1].names == ("libcusparseLt.so.0",)
+    assert roots["cupy.cuda.cufft"].loads[-1].names == ("libcufft.so.12", "libcufft.so.11")
+    assert [ld.names[0] for ld in roots["cupy_backends.cuda.libs.cusolver"].loads] == [
+        "libnvJitLink.so.13",
+        "libcusparse.so.12",
+        "libcublasLt.so.13",
+        "libcublas.so.13",
+        "libcusolver.so.12",
+    ]

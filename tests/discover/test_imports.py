@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cudatx.discover.imports import imported_top_levels, imports_of
+from cudatx.discover.imports import import_closure, imported_top_levels, imports_of
 
 
 def test_module_level_imports_count_in_blocks_and_class_bodies_but_not_in_functions() -> None:
@@ -40,3 +40,46 @@ def test_a_missing_or_unreadable_file_imports_nothing(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "__init__.py").write_text("import torch\n")
     assert imports_of(str(folder / "__init__.py"), None) == ("torch",)
+
+
+def test_import_closure_follows_module_level_imports_of_the_package(tmp_path: Path) -> None:
+    """What `import pkg` runs: module-level imports, each package's __init__ on the way;
+    `try ... except ImportError` is optional; a function's import, a module __getattr__'s
+    and another top-level package's are not followed."""
+    files = {
+        "pkg/__init__.py": (
+            "import os\n"
+            "import numpy\n"
+            "from . import core\n"
+            "from .sub.deep import thing\n"
+            "try:\n"
+            "    from . import _gpu\n"
+            "except ImportError:\n"
+            "    _gpu = None\n"
+            "def use_tbb():\n"
+            "    from . import _tbb\n"
+            "def __getattr__(name):\n"
+            "    import importlib\n"
+            "    return importlib.import_module(f'pkg.{name}')\n"
+        ),
+        "pkg/core.py": "from pkg import _fast\nimport pkg.sub\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/deep.py": "if True:\n    from ..helpers import _cext\n",
+        "pkg/helpers/__init__.py": "",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    closure = import_closure("pkg", str(tmp_path))
+    assert {"pkg", "pkg.core", "pkg._fast", "pkg.sub", "pkg.sub.deep"} <= closure.required
+    assert "pkg.helpers._cext" in closure.required
+    assert closure.optional == {"pkg._gpu"}
+    assert "pkg._tbb" not in closure.required | closure.optional
+    assert "numpy" not in closure.required  # another package's own closure says
+    assert sorted(Path(p).name for p, _ in closure.files) == [
+        "__init__.py",
+        "__init__.py",
+        "__init__.py",
+        "core.py",
+        "deep.py",
+    ]

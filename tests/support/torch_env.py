@@ -48,13 +48,19 @@ def torch_env(version: str = TORCH) -> Path:
     override = os.environ.get("CUDATX_TEST_TORCH_ENV") if version == TORCH else None
     path = Path(override or default)
 
+    _venv_with(path, (f"torch=={version}",))
+    return path
+
+
+def _venv_with(path: Path, specs: Sequence[str]) -> None:
+    """A fresh venv at `path` with `specs` installed by pip; built once, then reused."""
+
     def build(path: Path) -> str:
         subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
-        pip_install_or_skip(path, [f"torch=={version}"], built=path)
-        return f"torch=={version}\n"
+        pip_install_or_skip(path, specs, built=path)
+        return "\n".join(specs) + "\n"
 
     built_once(path, build)
-    return path
 
 
 def pip_install_or_skip(env: Path, specs: Sequence[str], *, built: Path) -> None:
@@ -169,3 +175,70 @@ def frameworks_env() -> Path:
 
     built_once(path, build)
     return path / "env"
+
+
+# The torch 2.9.1 trio: a CUDA 12.8 build (the package index's default for 2.9.1), with the
+# `nvidia-*-cu12` wheels; torchaudio loads its own libraries by path before its extensions.
+TRIO = ("torch==2.9.1", "torchvision==0.24.1", "torchaudio==2.9.1")
+
+# Popular binary wheels beside the trio: each ships extension modules, several load their
+# own bundled libraries by path (llvmlite, bitsandbytes) or carry optional layers whose
+# library nothing installs (numba's TBB threading layer).
+POPULAR = (
+    *TRIO,
+    "numba",
+    "llvmlite",
+    "scipy",
+    "scikit-learn",
+    "opencv-python",
+    "pyarrow",
+    "pandas",
+    "lxml",
+    "grpcio",
+    "h5py",
+    "bitsandbytes",
+    "onnxruntime",
+)
+
+# The CUDA 12 builds of JAX, onnxruntime-gpu and CuPy, beside the trio: named with the trio
+# in one pip command, so that their nvidia wheels are resolved within torch's pins (pip does
+# not keep an installed distribution's requirements met unless it is part of the request).
+FRAMEWORKS_CU12 = (
+    *TRIO,
+    "jax[cuda12]==0.10.2",
+    "onnxruntime-gpu==1.26.0",
+    "cupy-cuda12x[ctk]==14.2.0",
+)
+
+
+def _cache_env(name: str, base: Callable[[], Path], specs: Sequence[str]) -> Path:
+    """~/.cache/cudatx-tests/NAME/env: a copy of the environment `base()` gives (hard links)
+    with `specs` installed over it by pip; built once, then reused."""
+    path = Path.home() / ".cache" / "cudatx-tests" / name
+
+    def build(path: Path) -> str:
+        pristine = base()
+        path.mkdir(parents=True)
+        env = copy_env(pristine, path)
+        pip_install_or_skip(env, specs, built=path)
+        return "\n".join(specs) + "\n"
+
+    built_once(path, build)
+    return path / "env"
+
+
+def trio_env() -> Path:
+    """~/.cache/cudatx-tests/trio-2.9.1: torch 2.9.1 (CUDA 12.8), torchvision, torchaudio."""
+    path = Path.home() / ".cache" / "cudatx-tests" / "trio-2.9.1"
+    _venv_with(path, TRIO)
+    return path
+
+
+def popular_env() -> Path:
+    """The trio with popular binary wheels (POPULAR)."""
+    return _cache_env("popular-1", trio_env, POPULAR)
+
+
+def frameworks_cu12_env() -> Path:
+    """The trio with the CUDA 12 builds of JAX, onnxruntime-gpu and CuPy (FRAMEWORKS_CU12)."""
+    return _cache_env("frameworks-cu12-1", trio_env, FRAMEWORKS_CU12)

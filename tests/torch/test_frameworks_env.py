@@ -2,25 +2,25 @@
 cupy-cuda13x (tests/support/torch_env.frameworks_env): healthy, and the real loader as the
 judge of what a removal does to onnxruntime's CUDA provider.
 
-No GPU is needed: the judge loads the provider with ctypes (RTLD_LAZY) after
-onnxruntime's own `preload_dlls()`, in a fresh interpreter; the provider links the
-driver's `libcuda.so.1`, absent here, so the judge first loads a stub of that name built
-with the system C compiler (cudatx itself never needs one). The failure is judged by the
-library the error names.
+No GPU is needed: the judge (tests/support/frameworks_judge.py) loads the provider as ORT's
+provider bridge does, after onnxruntime's own `preload_dlls()`, in a fresh interpreter; the
+provider links the driver's `libcuda.so.1`, absent here, so the judge first loads a stub of
+that name built with the system C compiler (cudatx itself never needs one). The failure is
+judged by the library the error names.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import compile_lib, uv_bin
+from tests.support import uv_bin
 from tests.support.cli import cudatx
+from tests.support.frameworks_judge import actual, judge, libcuda_stub, predicted
 from tests.support.torch_env import copy_env, download_wheels, frameworks_env
 
 pytestmark = pytest.mark.slow
@@ -28,41 +28,18 @@ pytestmark = pytest.mark.slow
 PROVIDER = "onnxruntime/capi/libonnxruntime_providers_cuda.so"
 ORT = "onnxruntime's CUDA provider"
 
-JUDGE = """
-import ctypes, os, sys
-ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)  # the stub libcuda.so.1
-if sys.argv[2] == "torch":
-    import torch
-import onnxruntime
-if sys.argv[2] == "preload_dlls":
-    onnxruntime.preload_dlls()
-provider = os.path.join(os.path.dirname(onnxruntime.__file__), "capi",
-                        "libonnxruntime_providers_cuda.so")
-try:
-    ctypes.CDLL(provider, mode=os.RTLD_LAZY)
-except OSError as exc:
-    print("FAILED", exc)
-else:
-    print("LOADED")
-"""
-
 
 def _json(*args: str) -> tuple[int, dict[str, Any]]:
     done = cudatx(*args, "--json", hide=(), timeout=None)
     return done.returncode, json.loads(done.stdout)
 
 
-def _judge(env: Path, stub: Path, after: str = "preload_dlls") -> str:
+def _judge(env: Path, stub: Path, after: str = "alone") -> str:
     """Whether the provider loads in a fresh interpreter after `onnxruntime.preload_dlls()`
-    (or `after="torch"`: after `import torch`, with no preload_dlls)."""
-    done = subprocess.run(
-        [str(env / "bin" / "python"), "-c", JUDGE, str(stub), after],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
+    (or `after="torch"`: after `import torch`, with no preload_dlls), as the provider bridge
+    loads it (tests/support/frameworks_judge.py)."""
+    verdict = judge(env, stub, after)[ORT]
+    return "LOADED" if verdict == "ok" else verdict
 
 
 @pytest.fixture(scope="module")
@@ -72,25 +49,7 @@ def env() -> Path:
 
 @pytest.fixture(scope="module")
 def stub(env: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A libcuda.so.1 defining every driver API symbol (`cu[A-Z]...`) the provider imports."""
-    (site,) = env.glob("lib/python3*/site-packages")
-    listed = subprocess.run(
-        ["nm", "-D", "--undefined-only", str(site / PROVIDER)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    names = sorted(
-        {
-            line.split()[-1].split("@")[0]
-            for line in listed.splitlines()
-            if re.match(r"cu[A-Z]", line.split()[-1])
-        }
-    )
-    assert names, "the provider imports no driver symbol: the stub is not needed"
-    source = "".join(f"int {n}(void) {{ return 0; }}\n" for n in names)
-    folder = tmp_path_factory.mktemp("driver")
-    return compile_lib(folder / "libcuda.so.1", soname="libcuda.so.1", source=source)
+    return libcuda_stub(env, tmp_path_factory.mktemp("driver"))
 
 
 def test_healthy_doctor_exit_0_no_warning(env: Path) -> None:
@@ -103,6 +62,57 @@ def test_healthy_doctor_exit_0_no_warning(env: Path) -> None:
     assert "cupy load list: read from" in notes
     assert f"{ORT}: loads after `onnxruntime.preload_dlls()`; loads after `import torch`" in notes
     assert "libcuda.so.1" in report["system_provided"]
+
+
+# What the judge loads; a plan may name more of CuPy's modules (cupyx._cusolver, jitify),
+# which the judge does not import.
+JUDGED = (
+    "jax_plugins/",
+    "onnxruntime's",
+    "cupy's module cupy_backends",
+    "cupy's module cupy.cuda.cufft",
+)
+
+
+def test_each_removal_breaks_exactly_what_the_judge_sees(
+    env: Path, stub: Path, tmp_path: Path
+) -> None:
+    """For every NVIDIA wheel here (a distribution with files under nvidia/), removed by a
+    real `uv pip uninstall` in a copy: the framework roots and contexts the plan says stop
+    loading are those the judge sees stop loading (tests/support/frameworks_judge.py)."""
+    before = {context: judge(env, stub, context) for context in ("alone", "torch")}
+    listed = subprocess.run(
+        [uv_bin(), "pip", "list", "--format", "json", "--python", str(env)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    wheels = sorted(
+        p["name"]
+        for p in json.loads(listed.stdout)
+        if p["name"].startswith("nvidia-") and p["name"] != "nvidia-cuda-nvcc"
+    )
+    assert wheels
+    wrong = {}
+    for index, wheel in enumerate(wheels):
+        _, plan = _json("remove", wheel, "--dry-run", "--python", str(env))
+        said = {p for p in predicted(plan) if p[0].startswith(JUDGED)}
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        copy = copy_env(env, folder)
+        done = subprocess.run(
+            [uv_bin(), "pip", "uninstall", "--python", str(copy), wheel],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        after = {context: judge(copy, stub, context) for context in ("alone", "torch")}
+        seen = actual(before, after)
+        if said != seen:
+            wrong[wheel] = (said, seen)
+        subprocess.run(["rm", "-rf", str(folder)], check=True)
+    assert not wrong, wrong
 
 
 def test_why_names_the_frameworks(env: Path) -> None:

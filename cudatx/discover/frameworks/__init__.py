@@ -1,0 +1,167 @@
+"""Frameworks that load NVIDIA libraries by hand, each read from its installed source.
+
+torch's preload reader (cudatx.discover.preloads) is one instance of a general idea: a
+framework's Python code loads libraries with ctypes before the library that needs them, and
+what it loads is written in its source. Each framework here is one module of this package
+(its reader), one data file (cudatx/data/frameworks/NAME.json) and one test; a reader is
+registered by name when its module is imported, and every module of this package is.
+
+A reader has two questions to answer, both from files and never by a distribution's name:
+- `find`: is this file (one of the reader's `markers`, a glob relative to a site folder:
+  `jax_plugins/*/__init__.py`) an installed framework it knows, and which files will it read?
+- `read`: what does that framework load by hand, in which order, before which of its files,
+  and in which processes ("contexts")? It reads with `ast`, never importing or running; a
+  source of a shape it does not know raises `Shape`, and the framework is then reported as
+  not modelled (doctor and plans say so) rather than guessed at.
+
+What a reader read is kept in the scan cache, keyed by the state of the files it read.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob as globbing
+import importlib
+import json
+import os
+import pkgutil
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cudatx.cache import file_key, memo, settled
+from cudatx.discover.frameworks.model import (
+    FrameworkLoads,
+    Installed,
+    framework_loads_from_json,
+    framework_loads_to_json,
+)
+from cudatx.discover.frameworks.source import Shape
+from cudatx.reading import MAX_METADATA, read_bounded
+
+if TYPE_CHECKING:
+    from cudatx.cache import ScanCache
+
+
+class SiteFiles(Protocol):
+    """The files of the environment as a reader may look at them (a simulated change
+    included: cudatx.loader.fileview)."""
+
+    def glob(self, pattern: str) -> list[str]: ...
+
+    def real(self, path: str) -> str: ...
+
+
+class FrameworkReader(Protocol):
+    """One framework's reader (a module of this package)."""
+
+    name: str
+    markers: tuple[str, ...]  # globs relative to a site folder that find it
+
+    def find(self, site: str, marker: str, owner: str, files: SiteFiles) -> Installed | None:
+        """The framework this marker file belongs to, or None where it is none this reader
+        reads (a CPU build of onnxruntime)."""
+        ...
+
+    def read(self, found: Installed, texts: dict[str, str]) -> FrameworkLoads:
+        """What it loads by hand, from the texts of `found.sources`; raises Shape."""
+        ...
+
+
+_READERS: dict[str, FrameworkReader] = {}
+
+
+def register(reader: FrameworkReader) -> FrameworkReader:
+    """Register a reader by its name (a module of this package calls it on import)."""
+    _READERS[reader.name] = reader
+    return reader
+
+
+def readers() -> dict[str, FrameworkReader]:
+    """Every registered reader: the modules of this package, imported once."""
+    if not _READERS:
+        for module in pkgutil.iter_modules(__path__):
+            if module.name not in ("model", "source"):
+                importlib.import_module(f"{__name__}.{module.name}")
+    return _READERS
+
+
+@functools.cache
+def data(name: str) -> dict[str, Any]:
+    """A reader's data file, cudatx/data/frameworks/NAME.json."""
+    path = resources.files("cudatx") / "data" / "frameworks" / f"{name}.json"
+    loaded: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    return loaded
+
+
+def exists(files: SiteFiles, path: str) -> bool:
+    return bool(files.glob(globbing.escape(path)))
+
+
+def text(files: SiteFiles, path: str) -> str:
+    return read_bounded(files.real(path), MAX_METADATA).decode("utf-8", "replace")
+
+
+def find_installed(
+    sites: Iterable[str], owner_of: Callable[[str], str | None], files: SiteFiles
+) -> tuple[Installed, ...]:
+    """The frameworks installed in these site folders, each once (its first site folder
+    wins, as Python's import does). `owner_of` names the distribution whose RECORD lists a
+    path (None: no distribution does; the framework is then not counted)."""
+    out: dict[tuple[str, str], Installed] = {}
+    for reader in readers().values():
+        for site in sites:
+            for marker in reader.markers:
+                for path in sorted(files.glob(os.path.join(site, marker))):
+                    owner = owner_of(path)
+                    if owner is None:
+                        continue
+                    found = reader.find(site, path, owner, files)
+                    if found is not None:
+                        out.setdefault((found.reader, found.name), found)
+    return tuple(out.values())
+
+
+def read_installed(
+    found: Installed, files: SiteFiles, cache: ScanCache | None = None
+) -> FrameworkLoads:
+    """What `found` loads by hand, read from its sources (through the scan cache); where its
+    reader does not know their shape, a FrameworkLoads with `read` False saying why."""
+    paths = [os.path.join(found.site, s) for s in found.sources]
+    try:
+        loads = _cached(found, paths, files, cache)
+    except (OSError, SyntaxError, ValueError, KeyError, TypeError, RecursionError, Shape) as exc:
+        return FrameworkLoads(roots=(), build_major=None, origin=f"{exc}", read=False)
+    return replace(loads, origin="read from " + ", ".join(paths))
+
+
+_PARSED: dict[tuple[object, ...], FrameworkLoads] = {}
+
+
+def _cached(
+    found: Installed, paths: list[str], files: SiteFiles, cache: ScanCache | None
+) -> FrameworkLoads:
+    reader = readers()[found.reader]
+    states = [os.stat(files.real(p)) for p in paths]
+    state = ";".join(":".join(file_key(st)) for st in states)
+    key = f"{found.reader}:{found.name}:{found.site}"
+    seen = (key, state)
+    if seen in _PARSED:
+        return _PARSED[seen]
+    parsed = memo(
+        cache,
+        "framework",
+        key,
+        state,
+        lambda: reader.read(
+            found, {s: text(files, p) for s, p in zip(found.sources, paths, strict=True)}
+        ),
+        load=lambda stored: framework_loads_from_json(json.loads(stored)),
+        # kept only once every file read has settled (cache.RACY_NS)
+        dump=lambda read: (
+            json.dumps(framework_loads_to_json(read)) if all(settled(st) for st in states) else None
+        ),
+    )
+    _PARSED[seen] = parsed
+    return parsed
