@@ -29,6 +29,8 @@ class ExitCode(IntEnum):
     UV = 13  # uv could not say what it would do, or stage it (resolution, index, network)
     NOTHING_TO_ROLL_BACK = 14  # rollback found no transaction recorded for the environment
     CONDA_OWNED = 15  # the change would act on what conda installed; cudatx applies through uv
+    UNSAFE_PATHS = 17  # another user can write what cudatx would act on or run (issue 23's code)
+    TRIAL = 18  # a trial (--trial) could not be run: no shadow, or its session failed
     # `cudatx trace`: the command could not be started (the codes shells and env(1) use)
     COMMAND_NOT_EXECUTABLE = 126
     COMMAND_NOT_FOUND = 127
@@ -47,6 +49,14 @@ class CudatxError(Exception):
         # What a command cudatx ran said before it failed (--verify's output), shown above
         # the one-line message; empty for most errors.
         self.output = output
+
+
+class UnsafePaths(CudatxError):
+    """What cudatx would act on or run is not safely its to: another user than the one
+    running cudatx can write it. Refused before anything is touched or run. (Issue 23 adds
+    the same class for its whose-environment checks; the two are one at merge.)"""
+
+    exit_code = ExitCode.UNSAFE_PATHS
 
 
 class Refused(CudatxError):

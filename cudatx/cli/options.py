@@ -168,6 +168,52 @@ class ChangeRequest(NamedTuple):
     as_json: bool
 
 
+class TrialRequest(NamedTuple):
+    """A trial as the command line asks for one (--trial, --trial-cmd): None without."""
+
+    commands: tuple[str, ...]
+
+
+TRIAL_HELP = (
+    "Make the change in a shadow of the environment first (an overlay in a user namespace, "
+    "a reflink copy or a copy: the environment is never written) and import every "
+    "top-level package there before and after, with each framework's load steps; what "
+    "worked before and fails after makes the plan unsafe, and an apply stops before "
+    "touching the environment. This RUNS THE ENVIRONMENT'S CODE (as --verify does): never "
+    "without this flag, and never as root on an environment another user can write."
+)
+
+
+def trial_options(help_text: str = TRIAL_HELP) -> Callable[[F], F]:
+    """--trial and --trial-cmd; the command receives them as `trial: TrialRequest | None`."""
+
+    def decorate(command: F) -> F:
+        run = command
+
+        @functools.wraps(run)
+        def parsed(*args: Any, trial: bool, trial_cmds: tuple[str, ...], **kwargs: Any) -> Any:
+            request = TrialRequest(trial_cmds) if trial or trial_cmds else None
+            return run(*args, trial=request, **kwargs)
+
+        return _apply(
+            cast(F, parsed),
+            [
+                click.option("--trial", is_flag=True, help=help_text),
+                click.option(
+                    "--trial-cmd",
+                    "trial_cmds",
+                    metavar="CMD",
+                    multiple=True,
+                    help="Your own check, run by the shell in the shadow before and after "
+                    "the change, the shadow's bin/ first on PATH (implies --trial; "
+                    "repeatable). Failing after and not before is a real break.",
+                ),
+            ],
+        )
+
+    return decorate
+
+
 def strict_option(command: F) -> F:
     return click.option(
         "--strict",

@@ -465,8 +465,8 @@ def copy_and_uninstall(venv: Path, copy: Path, remove: Sequence[str]) -> None:
 
 def real_losses(venv: Path, copy: Path, remove: Sequence[str]) -> set[str]:
     """Distributions that stay and, after the change, miss a file their RECORD lists that
-was there before (whoever's bytes it held: the seed's case, a twin's bytes deleted), or
-hold other bytes where they held their own: the judge of the plan's `losses`."""
+    was there before (whoever's bytes it held: the seed's case, a twin's bytes deleted), or
+    hold other bytes where they held their own: the judge of the plan's `losses`."""
     site, after = site_packages(venv), site_packages(copy)
     lost = set()
     for name, rows in _records(site).items():

@@ -1,0 +1,200 @@
+"""A trial: the planned change made for real in a shadow of the environment, judged by the
+real interpreter before and after (cudatx.trial.session), the original never written.
+
+It runs the environment's code (every top-level package's import, each framework's load
+steps, the user's commands), as `--verify` does: only when asked (`--trial`), and never as
+root on an environment another user can write (refuse_root_on_shared).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cudatx.codec import encode
+from cudatx.environment import Environment
+from cudatx.errors import CudatxError, ExitCode, UnsafePaths
+from cudatx.planning.change import Change
+from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome
+from cudatx.trial.shadow import METHODS, Shadow, shadow
+from cudatx.uv import UvOptions, pip_argv
+
+
+class TrialFailed(CudatxError):
+    """The trial itself could not run (its session died, the namespace vanished)."""
+
+    exit_code = ExitCode.TRIAL
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One judgement of the shadow: outcomes by check, and who installs each module."""
+
+    outcomes: dict[str, Outcome]
+    owners: dict[str, tuple[str, ...]]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    shadow: Shadow
+    before: Judged
+    after: Judged | None  # None: no change asked (doctor), or the change failed
+    uv_seconds: float
+    error: str | None  # uv's error in the shadow
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    commands: tuple[str, ...] = ()  # --trial-cmd
+    methods: tuple[str, ...] = METHODS  # shadow methods, in order of preference
+    timeout: float = IMPORT_TIMEOUT  # each import and step
+    jobs: int | None = None  # at once; None: the cores
+
+
+def refuse_root_on_shared(prefix: str, sites: Sequence[str]) -> None:
+    """A trial runs the environment's code: as root, never in an environment another user
+    can write, whose code that user chose (as OpenSSH's StrictModes refuses such files,
+    auth.c safe_path). Checked: the prefix, its site folders and bin/, and every folder
+    above the prefix (a writer of a folder above can swap what is below).
+
+    To be unified with the whose-environment check of issue 23 (cudatx/trust.py) at merge.
+    """
+    if os.geteuid() != 0:
+        return
+    paths = [prefix, *sites, os.path.join(prefix, "bin")]
+    folder = os.path.dirname(os.path.abspath(prefix))
+    while True:
+        paths.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        sticky = st.st_mode & 0o1000
+        writer = None
+        if st.st_uid != 0:
+            writer = f"owned by uid {st.st_uid}"
+        elif st.st_mode & 0o002 and not sticky:
+            writer = "writable by every user"
+        elif st.st_mode & 0o020 and not sticky and st.st_gid != 0:
+            writer = f"writable by group {st.st_gid}"
+        if writer is not None:
+            raise UnsafePaths(
+                f"a trial runs the environment's code, and cudatx runs as root: {path} is "
+                f"{writer}, so another user chose that code; run the trial as that user",
+                path=path,
+            )
+
+
+def uv_steps(
+    uv: str, prefix: str, change: Change, options: UvOptions | Sequence[str]
+) -> list[list[str]]:
+    """The uv commands that carry `change` out, as cudatx.txn.apply runs them (uninstall,
+    install pinned with --no-deps, then each reinstall), for the environment at `prefix`;
+    with --no-build, as a dry run stages (nothing is built in a trial)."""
+    steps = []
+    if change.removing:
+        steps.append([uv, *pip_argv("uninstall", prefix), *(d.name for d in change.removing)])
+    if change.installing:
+        argv = pip_argv("install", prefix, "--no-deps", "--no-build", options=options)
+        steps.append([uv, *argv, *(spec for _, spec in change.installing)])
+    from cudatx.discover.dists import reinstall_spec
+
+    for dist in change.reinstalling:
+        argv = pip_argv(
+            "install",
+            prefix,
+            "--no-deps",
+            "--no-build",
+            "--reinstall-package",
+            dist.name,
+            options=options,
+        )
+        steps.append([uv, *argv, reinstall_spec(dist)])
+    return steps
+
+
+def _judged(data: dict[str, object]) -> Judged:
+    outcomes = data["outcomes"]
+    owners = data["owners"]
+    seconds = data["seconds"]
+    assert isinstance(outcomes, dict) and isinstance(owners, dict)
+    assert isinstance(seconds, float | int)
+    return Judged(
+        {label: Outcome(bool(o["ok"]), str(o["error"])) for label, o in outcomes.items()},
+        {name: tuple(who) for name, who in owners.items()},
+        float(seconds),
+    )
+
+
+def run_trial(
+    env: Environment,
+    change: Change | None,
+    uv: str | None,
+    uv_options: UvOptions | Sequence[str],
+    options: TrialOptions,
+) -> TrialRun:
+    """Judge the environment in a shadow; with `change`, make it there and judge again."""
+    target = env.target
+    refuse_root_on_shared(target.prefix, target.site_packages)
+    with shadow(target.prefix, options.methods) as shade:
+        spec: dict[str, Any] = {
+            "mount": list(shade.mount),
+            "python": shade.relocate(target.python),
+            "prefix": shade.prefix,
+            "sites": [shade.relocate(s) for s in target.site_packages],
+            "ld_library_path": env.ld_library_path,
+            "timeout": options.timeout,
+            "jobs": options.jobs or os.cpu_count() or 1,
+            "commands": list(options.commands),
+            "change": change is not None,
+            "uv": [],
+            "withhold": [],
+            "kept": {},
+        }
+        if change is not None:
+            assert uv is not None
+            touched = (*change.removing, *change.reinstalling)
+            spec["uv"] = uv_steps(uv, shade.prefix, change, uv_options)
+            spec["withhold"] = [json.loads(encode(_relocated(shade, d))) for d in touched]
+            spec["kept"] = {name: sorted(paths) for name, paths in change.kept.items()}
+        argv = [*shade.wrap, sys.executable, "-m", "cudatx.trial.session"]
+        try:
+            done = subprocess.run(
+                argv, input=json.dumps(spec), capture_output=True, text=True, check=False
+            )
+        except OSError as exc:
+            raise TrialFailed(f"cannot start the trial: {exc.strerror or exc}") from None
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+            raise TrialFailed(f"the trial failed: {lines[-1]}")
+        result = json.loads(done.stdout)
+    if "before" not in result:
+        raise TrialFailed(f"the trial failed: {result.get('error')}")
+    after = result.get("after")
+    return TrialRun(
+        shadow=shade,
+        before=_judged(result["before"]),
+        after=_judged(after) if after is not None else None,
+        uv_seconds=float(result.get("uv_seconds", 0.0)),
+        error=result.get("error"),
+    )
+
+
+def _relocated(shade: Shadow, dist: object) -> object:
+    from cudatx.models import Distribution
+
+    assert isinstance(dist, Distribution)
+    return replace(
+        dist, site=shade.relocate(dist.site), metadata_dir=shade.relocate(dist.metadata_dir)
+    )
