@@ -50,9 +50,15 @@ def _planning(request: ChangeRequest, source: UvSource) -> Planning:
 
 
 def tried(
-    env: Environment, proposal: Proposal, trial: TrialRequest | None, source: UvSource
+    env: Environment,
+    proposal: Proposal,
+    trial: TrialRequest | None,
+    source: UvSource,
+    uv_options: tuple[str, ...] | None = None,
 ) -> Proposal:
-    """The proposal, its plan judged by a trial where one is asked (cudatx.trial)."""
+    """The proposal, its plan judged by a trial where one is asked (cudatx.trial); uv gets
+    `uv_options` (uv's words: a requirements file's own options too), else the command
+    line's."""
     if trial is None:
         return proposal
     from dataclasses import replace
@@ -61,8 +67,9 @@ def tried(
     from cudatx.trial.verdict import compare
     from cudatx.uv import find_uv
 
-    options = TrialOptions(commands=trial.commands)
-    ran = run_trial(env, proposal.change, find_uv(source.uv), source.options, options)
+    options = TrialOptions(commands=trial.commands, methods=trial.methods)
+    words = source.options if uv_options is None else uv_options
+    ran = run_trial(env, proposal.change, find_uv(source.uv), words, options)
     plan = compare(proposal.plan, ran, env.target.site_packages)
     return replace(proposal, plan=plan)
 

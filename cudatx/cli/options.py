@@ -172,6 +172,7 @@ class TrialRequest(NamedTuple):
     """A trial as the command line asks for one (--trial, --trial-cmd): None without."""
 
     commands: tuple[str, ...]
+    methods: tuple[str, ...]  # the shadow's ways, in order of preference
 
 
 TRIAL_HELP = (
@@ -191,8 +192,14 @@ def trial_options(help_text: str = TRIAL_HELP) -> Callable[[F], F]:
         run = command
 
         @functools.wraps(run)
-        def parsed(*args: Any, trial: bool, trial_cmds: tuple[str, ...], **kwargs: Any) -> Any:
-            request = TrialRequest(trial_cmds) if trial or trial_cmds else None
+        def parsed(
+            *args: Any, trial: bool, trial_cmds: tuple[str, ...], trial_shadow: str, **kwargs: Any
+        ) -> Any:
+            from cudatx.trial.shadow import METHODS
+
+            methods = METHODS if trial_shadow == "auto" else (trial_shadow,)
+            asked = trial or trial_cmds or trial_shadow != "auto"
+            request = TrialRequest(trial_cmds, methods) if asked else None
             return run(*args, trial=request, **kwargs)
 
         return _apply(
@@ -207,6 +214,15 @@ def trial_options(help_text: str = TRIAL_HELP) -> Callable[[F], F]:
                     help="Your own check, run by the shell in the shadow before and after "
                     "the change, the shadow's bin/ first on PATH (implies --trial; "
                     "repeatable). Failing after and not before is a real break.",
+                ),
+                click.option(
+                    "--trial-shadow",
+                    type=click.Choice(["auto", "overlay", "reflink", "copy"]),
+                    default="auto",
+                    show_default=True,
+                    help="How the trial's shadow is made (implies --trial): auto takes the "
+                    "first this machine allows of an overlay in a user namespace, a reflink "
+                    "copy and a full copy.",
                 ),
             ],
         )

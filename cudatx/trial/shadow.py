@@ -209,6 +209,8 @@ def _remove(folder: str) -> None:
     (work/work), which rmtree cannot enter until it is given a mode."""
     for root, dirs, _ in os.walk(folder):
         for name in dirs:
+            path = os.path.join(root, name)
             with contextlib.suppress(OSError):
-                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+                if not os.path.islink(path):  # Linux has no lchmod; a link is never followed
+                    os.chmod(path, 0o700)
     shutil.rmtree(folder, ignore_errors=True)

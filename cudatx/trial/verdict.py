@@ -23,7 +23,8 @@ _RUN_TIME = (Evidence.DLOPEN, Evidence.DLOPEN_STRING, Evidence.OBSERVED)
 _STEP_FRAMEWORKS = (("JAX", "jax"), ("onnxruntime", "onnxruntime"), ("CuPy", "cupy"))
 
 
-def _top(path: str, sites: tuple[str, ...]) -> str | None:
+def top_of(path: str, sites: tuple[str, ...]) -> str | None:
+    """The top-level module a file under a site folder belongs to."""
     for site in sites:
         rel = os.path.relpath(path, site)
         if not rel.startswith(os.pardir):
@@ -41,21 +42,24 @@ def model_breaks(plan: Plan, sites: tuple[str, ...]) -> dict[str, bool]:
             out[top] = out.get(top, True) and run_time
 
     for broken_root in plan.broken_roots:
-        add(_top(broken_root.root, sites), broken_root.framework is not None)
+        add(top_of(broken_root.root, sites), broken_root.framework is not None)
     for edge in plan.broken:
         for root in edge.roots:
-            add(_top(root, sites), edge.evidence in _RUN_TIME)
+            add(top_of(root, sites), edge.evidence in _RUN_TIME)
     for loss in plan.losses:
         for module in loss.imports:
             add(module.partition(".")[0], False)
     return out
 
 
+def framework_word(label: str) -> str | None:
+    """The word a framework step's label shares with the loader's framework labels."""
+    return next((word for prefix, word in _STEP_FRAMEWORKS if label.startswith(prefix)), None)
+
+
 def _framework_breaks(plan: Plan, label: str) -> bool:
-    for prefix, word in _STEP_FRAMEWORKS:
-        if label.startswith(prefix):
-            return any(word in (r.framework or "").lower() for r in plan.broken_roots)
-    return False
+    word = framework_word(label)
+    return word is not None and any(word in (r.framework or "").lower() for r in plan.broken_roots)
 
 
 def _trial_verdict(label: str, before: Judged, after: Judged) -> tuple[str, str | None]:
