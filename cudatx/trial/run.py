@@ -43,7 +43,7 @@ class Judged:
 @dataclass(frozen=True)
 class TrialRun:
     shadow: Shadow
-    before: Judged
+    before: Judged  # in a shadow of its own
     after: Judged | None  # None: no change asked (doctor), or the change failed
     uv_seconds: float
     error: str | None  # uv's error in the shadow
@@ -96,29 +96,28 @@ def refuse_root_on_shared(prefix: str, sites: Sequence[str]) -> None:
             )
 
 
+_INSTALL = ("--no-deps", "--no-build", "--link-mode", "copy")
+
+
 def uv_steps(
     uv: str, prefix: str, change: Change, options: UvOptions | Sequence[str]
 ) -> list[list[str]]:
     """The uv commands that carry `change` out, as cudatx.txn.apply runs them (uninstall,
     install pinned with --no-deps, then each reinstall), for the environment at `prefix`;
-    with --no-build, as a dry run stages (nothing is built in a trial)."""
+    with --no-build, as a dry run stages (nothing is built in a trial), and --link-mode copy:
+    uv's default hard-links files from its cache, and a write in the shadow (a user's
+    command) would then change the cache's bytes, which later installs copy."""
     steps = []
     if change.removing:
         steps.append([uv, *pip_argv("uninstall", prefix), *(d.name for d in change.removing)])
     if change.installing:
-        argv = pip_argv("install", prefix, "--no-deps", "--no-build", options=options)
+        argv = pip_argv("install", prefix, *_INSTALL, options=options)
         steps.append([uv, *argv, *(spec for _, spec in change.installing)])
     from cudatx.discover.dists import reinstall_spec
 
     for dist in change.reinstalling:
         argv = pip_argv(
-            "install",
-            prefix,
-            "--no-deps",
-            "--no-build",
-            "--reinstall-package",
-            dist.name,
-            options=options,
+            "install", prefix, *_INSTALL, "--reinstall-package", dist.name, options=options
         )
         steps.append([uv, *argv, reinstall_spec(dist)])
     return steps
@@ -144,9 +143,33 @@ def run_trial(
     uv_options: UvOptions | Sequence[str],
     options: TrialOptions,
 ) -> TrialRun:
-    """Judge the environment in a shadow; with `change`, make it there and judge again."""
+    """Judge the environment in a shadow; with `change`, make it in a second shadow, fresh
+    from the original, and judge again (a check of the first judgement, a user's command,
+    may write anything in its shadow: it must not reach the second)."""
     target = env.target
     refuse_root_on_shared(target.prefix, target.site_packages)
+    first, before, _, _ = _session(env, None, uv, uv_options, options)
+    assert before is not None  # _session raises where a judgement without a change fails
+    if change is None:
+        return TrialRun(first, before, None, 0.0, None)
+    second, after, uv_seconds, error = _session(env, change, uv, uv_options, options)
+    both = replace(
+        first,
+        seconds=first.seconds + second.seconds,
+        bytes_copied=first.bytes_copied + second.bytes_copied,
+    )
+    return TrialRun(both, before, after, uv_seconds, error)
+
+
+def _session(
+    env: Environment,
+    change: Change | None,
+    uv: str | None,
+    uv_options: UvOptions | Sequence[str],
+    options: TrialOptions,
+) -> tuple[Shadow, Judged | None, float, str | None]:
+    """One shadow, made fresh: the change made in it (where given), then judged."""
+    target = env.target
     with shadow(target.prefix, options.methods) as shade:
         spec: dict[str, Any] = {
             "mount": list(shade.mount),
@@ -179,15 +202,17 @@ def run_trial(
             lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
             raise TrialFailed(f"the trial failed: {lines[-1]}")
         result = json.loads(done.stdout)
-    if "before" not in result:
-        raise TrialFailed(f"the trial failed: {result.get('error')}")
-    after = result.get("after")
-    return TrialRun(
-        shadow=shade,
-        before=_judged(result["before"]),
-        after=_judged(after) if after is not None else None,
-        uv_seconds=float(result.get("uv_seconds", 0.0)),
-        error=result.get("error"),
+    judged = result.get("judged")
+    error = result.get("error")
+    if judged is None and error is None:
+        raise TrialFailed("the trial failed: its session said nothing")
+    if judged is None and change is None:
+        raise TrialFailed(f"the trial failed: {error}")
+    return (
+        shade,
+        _judged(judged) if judged is not None else None,
+        float(result.get("uv_seconds", 0.0)),
+        error,
     )
 
 

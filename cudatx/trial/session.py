@@ -4,8 +4,11 @@ stdin, its outcomes as JSON on stdout.
 For an overlay it runs inside the user and mount namespace (cudatx.trial.shadow) and makes
 the mount first, so that it and every process it starts (the judge's interpreters, uv, the
 user's commands) see the shadow at the environment's own path, and nothing else on the
-machine does. Then: judge the environment as it is, make the planned change with uv (the
-same steps, in the same order, as cudatx.txn.apply), judge again.
+machine does. Then: make the planned change with uv (the
+same steps, in the same order, as cudatx.txn.apply) where the spec asks for it, then judge.
+The judgements before and after the change run in two shadows, each made fresh from the
+original: whatever a check writes (a user's command may write anything) never reaches the
+other judgement.
 """
 
 from __future__ import annotations
@@ -82,15 +85,15 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         done = subprocess.run(spec["mount"], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             return {"error": f"cannot mount the overlay: {done.stderr.strip()}"}
+    result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="cudatx-trial-cwd-") as cwd:
-        result: dict[str, Any] = {"before": _judge(spec, cwd)}
         if spec["change"]:
             seconds, error = _change(spec)
             result["uv_seconds"] = seconds
             if error is not None:
                 result["error"] = error
                 return result
-            result["after"] = _judge(spec, cwd)
+        result["judged"] = _judge(spec, cwd)
     return result
 
 

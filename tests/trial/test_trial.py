@@ -1,0 +1,212 @@
+"""The trial (issue 25): the planned change made in a shadow of the environment and judged
+by the real interpreter, beside the model's verdict.
+
+Real wheels, real uv, real ELF files; the judge is the real interpreter importing in the
+shadow. The original environment is digested (paths, kinds, modes, bytes, link targets,
+`__pycache__` included) before and after every trial: nothing a trial does reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudatx.trial.shadow import ShadowFailed, shadow
+from tests.support.blind_world import BlindWheels, blind_env, build_blind_world
+from tests.support.cli import cudatx
+from tests.support.digest import diff, tree_digest
+from tests.support.twin_world import CU13, build_twin_world, contaminated
+from tests.support.venvs import site_packages, uv_uninstall
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+
+TORCH_INIT = b"from torch._C import *\n"  # as the real torch loads its extension
+
+
+def _digest(venv: Path) -> dict[str, Any]:
+    return tree_digest(venv, exclude=())  # __pycache__ too: the trial imports with -B
+
+
+def _json(done: Any) -> dict[str, Any]:
+    assert done.stdout, done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def _roots(trial: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["check"]: r for r in trial["roots"]}
+
+
+@pytest.fixture(scope="module")
+def blind_wheels(tmp_path_factory: pytest.TempPathFactory) -> BlindWheels:
+    return build_blind_world(tmp_path_factory.mktemp("blind"))
+
+
+def _where(wheels: BlindWheels) -> list[str]:
+    return ["--offline", "--find-links", os.fspath(wheels.folder)]
+
+
+def test_the_trial_catches_the_break_the_model_is_blind_to(
+    blind_wheels: BlindWheels, tmp_path: Path
+) -> None:
+    venv = blind_env(blind_wheels, tmp_path / "venv")
+    model = cudatx("remove", "hiddenlib", "--python", venv, "--dry-run", "--json")
+    assert model.returncode == 0, model.stderr  # the model sees no edge: safe
+    assert _json(model)["trial"] is None
+
+    done = cudatx("remove", "hiddenlib", "--python", venv, "--dry-run", "--trial", "--json")
+    assert done.returncode == 1, done.stderr
+    plan = _json(done)
+    assert plan["safe"] is False
+    trial = plan["trial"]
+    row = _roots(trial)["import blindpkg"]
+    assert (row["model"], row["trial"]) == ("loads", "breaks")
+    assert row["error"].startswith("OSError: ") and "libhidden.so" in row["error"]
+    assert trial["disagreements"] == [f"the model missed: import blindpkg fails: {row['error']}"]
+    assert _roots(trial)["import hiddenlib"]["trial"] == "removed"
+
+    text = cudatx("remove", "hiddenlib", "--python", venv, "--dry-run", "--trial")
+    assert text.returncode == 1
+    assert "Unsafe: 1 check failed in the trial." in text.stdout
+    assert "the model missed: import blindpkg fails: OSError:" in text.stdout
+
+
+def test_an_apply_whose_trial_breaks_stops_before_touching_the_environment(
+    blind_wheels: BlindWheels, tmp_path: Path
+) -> None:
+    venv = blind_env(blind_wheels, tmp_path / "venv")
+    before = _digest(venv)
+    done = cudatx("remove", "hiddenlib", "--python", venv, "--yes", "--trial")
+    assert done.returncode == 1, done.stderr
+    assert "refusing to apply an unsafe plan" in done.stderr
+    assert diff(before, _digest(venv)) == []
+    assert not (venv / ".cudatx").exists()
+
+
+# Tries to write into site-packages three ways (a new file, an existing file in place, a
+# deletion), then checks that each happened where it ran: in the shadow.
+_VANDAL = (
+    "python -c \"import os, sysconfig; s = sysconfig.get_paths()['purelib']; "
+    "open(os.path.join(s, 'planted.py'), 'w').write('x = 1'); "
+    "f = open(os.path.join(s, 'blindpkg', '__init__.py'), 'r+'); f.write('#'); f.close(); "
+    "os.unlink(os.path.join(s, 'hiddenlib', '__init__.py')); "
+    "assert os.path.exists(os.path.join(s, 'planted.py'))\""
+)
+
+
+def _available(method: str, venv: Path) -> None:
+    try:
+        with shadow(os.fspath(venv), (method,)):
+            pass
+    except ShadowFailed as exc:
+        pytest.skip(f"this machine makes no {method} shadow: {exc.message}")
+
+
+@pytest.mark.parametrize("method", ["overlay", "reflink", "copy"])
+def test_the_original_is_never_written(
+    blind_wheels: BlindWheels, tmp_path: Path, method: str
+) -> None:
+    venv = blind_env(blind_wheels, tmp_path / "venv")
+    _available(method, venv)
+    before = _digest(venv)
+    how = ["--python", venv, "--dry-run", "--trial-shadow", method, "--json"]
+
+    removal = cudatx("remove", "hiddenlib", *how, "--trial-cmd", _VANDAL)
+    trial = _json(removal)["trial"]
+    assert trial["method"] == method
+    # The command wrote in the shadow (its own check passed before the change) ...
+    # (it passed before the change; after it, the file it deletes left with hiddenlib)
+    cmd = _roots(trial)[f"--trial-cmd {_VANDAL!r}"]
+    assert (cmd["trial"], cmd["model"]) == ("breaks", "not modelled"), cmd
+    assert diff(before, _digest(venv)) == []
+
+    install = cudatx("install", "extra", *how, *_where(blind_wheels), "--trial-cmd", _VANDAL)
+    assert install.returncode == 0, install.stdout + install.stderr
+    trial = _json(install)["trial"]
+    assert _roots(trial)["import extra"]["trial"] == "loads"  # arrived, in the shadow only
+    assert _roots(trial)[f"--trial-cmd {_VANDAL!r}"]["trial"] == "loads"
+    assert diff(before, _digest(venv)) == []
+
+    doctor = cudatx("doctor", "--python", venv, "--trial-shadow", method, "--json")
+    assert _json(doctor)["trial"]["method"] == method
+    assert diff(before, _digest(venv)) == []
+    # ... and the original still imports, untouched.
+    assert not (site_packages(venv) / "planted.py").exists()
+    assert (site_packages(venv) / "hiddenlib" / "__init__.py").exists()
+
+
+def test_doctor_trial_names_each_failing_import_and_whether_the_model_knows(
+    blind_wheels: BlindWheels, tmp_path: Path
+) -> None:
+    venv = blind_env(blind_wheels, tmp_path / "venv")
+    assert cudatx("doctor", "--python", venv, "--trial").returncode == 0
+    uv_uninstall(venv, ["hiddenlib"])
+    before = _digest(venv)
+    done = cudatx("doctor", "--python", venv, "--trial", "--json")
+    assert done.returncode == 1, done.stderr
+    trial = _json(done)["trial"]
+    (failing,) = trial["failing"]
+    assert failing["check"] == "import blindpkg"
+    assert failing["known"] is False and "libhidden.so" in failing["error"]
+    assert trial["unknown"] == 1
+    text = cudatx("doctor", "--python", venv, "--trial")
+    assert "x import blindpkg fails (UNKNOWN to the model): OSError:" in text.stdout
+    assert diff(before, _digest(venv)) == []
+
+
+@pytest.fixture(scope="module")
+def twin_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("twins")
+    wheels = build_twin_world(root, torch_init=TORCH_INIT)
+    return contaminated(wheels, root / "venv"), wheels.folder
+
+
+def test_the_seed_removal_fails_in_the_trial_and_the_repair_does_not(
+    twin_venv: tuple[Path, Path],
+) -> None:
+    venv, folder = twin_venv
+    before = _digest(venv)
+    how = ["--python", venv, "--dry-run", "--trial", "--json", "--offline"]
+    how += ["--find-links", folder]
+
+    done = cudatx("remove", *CU13, *how)
+    assert done.returncode == 1, done.stderr
+    plan = _json(done)
+    row = _roots(plan["trial"])["import torch"]
+    assert (row["model"], row["trial"]) == ("breaks", "breaks")
+    assert row["error"] == (
+        "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"
+    )
+    assert plan["trial"]["disagreements"] == []
+
+    repaired = cudatx("remove", *CU13, *how, "--repair")
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    trial = _json(repaired)["trial"]
+    assert trial["breaks"] == 0 and trial["disagreements"] == []
+    assert {r["trial"] for r in trial["roots"]} == {"loads"}
+    assert "import torch" in _roots(trial)
+    assert diff(before, _digest(venv)) == []
+
+
+def test_a_run_time_load_no_import_makes_is_named_as_the_trial_blind_spot(
+    tmp_path: Path,
+) -> None:
+    from tests.support.twin_world import healthy
+
+    wheels = build_twin_world(tmp_path / "w", torch_init=TORCH_INIT)
+    venv = healthy(wheels, tmp_path / "venv")
+    done = cudatx(
+        "remove", "nvidia-cublas-cu12", "--python", venv, "--dry-run", "--trial", "--json"
+    )
+    assert done.returncode == 1  # the model's verdict stands: cuDNN dlopens cuBLASLt
+    trial = _json(done)["trial"]
+    assert trial["breaks"] == 0
+    assert trial["disagreements"] == [
+        "the model expected a break the trial did not see: import torch works; only a GPU "
+        "run would show it (a load made at run time)"
+    ]
