@@ -210,3 +210,51 @@ def test_a_run_time_load_no_import_makes_is_named_as_the_trial_blind_spot(
         "the model expected a break the trial did not see: import torch works; only a GPU "
         "run would show it (a load made at run time)"
     ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is root's")
+@pytest.mark.parametrize("how", ["world-writable folder above", "owned by another user"])
+def test_root_runs_no_trial_in_an_environment_another_user_can_write(
+    blind_wheels: BlindWheels, tmp_path: Path, how: str
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    venv = blind_env(blind_wheels, shared / "venv")
+    if how == "owned by another user":
+        os.chown(site_packages(venv), 65534, 65534)
+    else:
+        os.chmod(shared, 0o777)  # no sticky bit: anyone can swap venv for their own
+    marker = tmp_path / "ran"
+    before = _digest(venv)
+    done = cudatx(
+        "remove", "hiddenlib", "--python", venv, "--dry-run", "--trial-cmd", f"touch {marker}"
+    )
+    assert done.returncode == 17, done.stdout + done.stderr
+    assert "a trial runs the environment's code, and cudatx runs as root" in done.stderr
+    assert not marker.exists()
+    assert diff(before, _digest(venv)) == []
+    # Without the flag, the plan is made as always: the model reads, it runs nothing.
+    assert cudatx("remove", "hiddenlib", "--python", venv, "--dry-run").returncode == 0
+
+
+def test_check_requirements_and_sync_take_a_trial(
+    blind_wheels: BlindWheels, tmp_path: Path
+) -> None:
+    venv = blind_env(blind_wheels, tmp_path / "venv")
+    pins = tmp_path / "requirements.txt"
+    pins.write_text("blindpkg==1.0\n")  # as a sync: hiddenlib goes
+    where = [*_where(blind_wheels), "--mode", "sync"]
+    plain = cudatx("check-requirements", pins, "--python", venv, *where)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    tried = cudatx("check-requirements", pins, "--python", venv, *where, "--trial", "--json")
+    assert tried.returncode == 1, tried.stdout + tried.stderr
+    (check,) = json.loads(tried.stdout)["files"]
+    assert check["mode"] == "sync"
+    assert _roots(check["plan"]["trial"])["import blindpkg"]["trial"] == "breaks"
+
+    where = _where(blind_wheels)
+    synced = cudatx("sync", pins, "--python", venv, *where, "--dry-run", "--trial", "--json")
+    assert synced.returncode == 1
+    assert _json(synced)["trial"]["disagreements"][0].startswith(
+        "the model missed: import blindpkg fails: OSError:"
+    )
