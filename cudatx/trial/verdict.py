@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from cudatx.discover.imports import imports_of
 from cudatx.models import Evidence
 from cudatx.planning.models import Plan, Trial, TrialCheck
 from cudatx.trial.run import Judged, TrialRun
@@ -49,6 +50,38 @@ def model_breaks(plan: Plan, sites: tuple[str, ...]) -> dict[str, bool]:
     for loss in plan.losses:
         for module in loss.imports:
             add(module.partition(".")[0], False)
+    return out
+
+
+def _source_of(module: str, sites: tuple[str, ...]) -> str | None:
+    for site in sites:
+        for path in (os.path.join(site, module, "__init__.py"), os.path.join(site, f"{module}.py")):
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def through_imports(
+    breaks: dict[str, bool], modules: list[str], sites: tuple[str, ...]
+) -> dict[str, bool]:
+    """The model's breaks, carried along what each module imports as it is imported (read
+    from its source, cudatx.discover.imports): functorch imports torch at module level, so
+    where torch's import breaks, functorch's does too."""
+    out = dict(breaks)
+    imports = {}
+    for module in modules:
+        path = _source_of(module, sites)
+        imports[module] = imports_of(path, None) if path is not None else ()
+    changed = True
+    while changed:
+        changed = False
+        for module, names in imports.items():
+            if module in out:
+                continue
+            hit = [n for n in names if n in out and n != module]
+            if hit:
+                out[module] = all(out[n] for n in hit)
+                changed = True
     return out
 
 
@@ -97,9 +130,10 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
         )
         note = f"the trial could not make the change in the shadow: {run.error}"
         return replace(plan, trial=trial, safe=False, notes=(*plan.notes, note))
-    modelled = model_breaks(plan, sites)
     owners = {**run.before.owners, **after.owners}
     labels = dict.fromkeys([*run.before.outcomes, *after.outcomes])
+    modules = [x.removeprefix("import ") for x in labels if x.startswith("import ")]
+    modelled = through_imports(model_breaks(plan, sites), modules, sites)
     rows: list[TrialCheck] = []
     for label in labels:
         verdict, error = _trial_verdict(label, run.before, after)
