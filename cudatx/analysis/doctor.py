@@ -47,6 +47,7 @@ class TrialFailure(Frozen):
 class DoctorTrial(Frozen):
     method: str  # the shadow's
     shadow: str  # the shadow and what it cost, in words
+    shadow_seconds: float  # making the shadow
     seconds: float  # the judge's
     checks: int
     failing: tuple[TrialFailure, ...]

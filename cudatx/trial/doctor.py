@@ -48,6 +48,7 @@ def judge_as_is(env: Environment, options: TrialOptions) -> DoctorTrial:
     return DoctorTrial(
         method=ran.shadow.method,
         shadow=ran.shadow.describe(),
+        shadow_seconds=ran.shadow.seconds,
         seconds=ran.before.seconds,
         checks=len(ran.before.outcomes),
         failing=tuple(failing),

@@ -118,9 +118,12 @@ def judge_environ(
 ) -> dict[str, str]:
     """The environment every check runs in: the shadow's bin/ first on PATH, its prefix as
     VIRTUAL_ENV, no bytecode written, and nothing that would make the interpreter import
-    from elsewhere (PYTHONPATH, PYTHONHOME, the user's site folder)."""
+    from elsewhere (PYTHONPATH, PYTHONHOME, the user's site folder). PYTHONPYCACHEPREFIX
+    goes too: it moves where bytecode is read from, and an import that finds none there
+    compiles every module from source (torch's import took twice as long)."""
     env = dict(os.environ if base is None else base)
-    for name in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"):
+    hidden = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPYCACHEPREFIX")
+    for name in hidden:
         env.pop(name, None)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONNOUSERSITE"] = "1"
