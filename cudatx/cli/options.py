@@ -185,6 +185,9 @@ TRIAL_HELP = (
 )
 
 
+_METHODS = ("overlay", "reflink", "copy")  # cudatx.trial.shadow.METHODS, not imported to parse
+
+
 def trial_options(help_text: str = TRIAL_HELP) -> Callable[[F], F]:
     """--trial and --trial-cmd; the command receives them as `trial: TrialRequest | None`."""
 
@@ -195,9 +198,7 @@ def trial_options(help_text: str = TRIAL_HELP) -> Callable[[F], F]:
         def parsed(
             *args: Any, trial: bool, trial_cmds: tuple[str, ...], trial_shadow: str, **kwargs: Any
         ) -> Any:
-            from cudatx.trial.shadow import METHODS
-
-            methods = METHODS if trial_shadow == "auto" else (trial_shadow,)
+            methods = _METHODS if trial_shadow == "auto" else (trial_shadow,)
             asked = trial or trial_cmds or trial_shadow != "auto"
             request = TrialRequest(trial_cmds, methods) if asked else None
             return run(*args, trial=request, **kwargs)

@@ -161,6 +161,14 @@ def run_trial(
     return TrialRun(both, before, after, uv_seconds, error)
 
 
+# The session runs this very cudatx, wherever it was imported from (an installed package, a
+# checkout put on sys.path by hand): its folder goes first on the child's sys.path.
+_SESSION = (
+    f"import sys; sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r}); "
+    "from cudatx.trial.session import main; sys.exit(main())"
+)
+
+
 def _session(
     env: Environment,
     change: Change | None,
@@ -191,7 +199,7 @@ def _session(
             spec["uv"] = uv_steps(uv, shade.prefix, change, uv_options)
             spec["withhold"] = [json.loads(encode(_relocated(shade, d))) for d in touched]
             spec["kept"] = {name: sorted(paths) for name, paths in change.kept.items()}
-        argv = [*shade.wrap, sys.executable, "-m", "cudatx.trial.session"]
+        argv = [*shade.wrap, sys.executable, "-c", _SESSION]
         try:
             done = subprocess.run(
                 argv, input=json.dumps(spec), capture_output=True, text=True, check=False

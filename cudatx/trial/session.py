@@ -23,6 +23,7 @@ from typing import Any
 
 from cudatx.codec import convert
 from cudatx.discover.dists import scan_distributions
+from cudatx.errors import CudatxError
 from cudatx.models import Distribution
 from cudatx.trial.judge import (
     Check,
@@ -65,8 +66,8 @@ def _change(spec: dict[str, Any]) -> tuple[float, str | None]:
     kept = {name: frozenset(paths) for name, paths in spec["kept"].items()}
     try:
         withhold(dists, spec["prefix"], kept)
-    except Exception as exc:  # a CudatxError: said, as uv's failure would be
-        return time.monotonic() - start, f"cannot withhold RECORD entries: {exc}"
+    except CudatxError as exc:  # said, as uv's failure would be
+        return time.monotonic() - start, f"cannot withhold RECORD entries: {exc.message}"
     for argv in spec["uv"]:
         done = subprocess.run(
             argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
