@@ -258,3 +258,35 @@ def test_check_requirements_and_sync_take_a_trial(
     assert _json(synced)["trial"]["disagreements"][0].startswith(
         "the model missed: import blindpkg fails: OSError:"
     )
+
+
+def test_a_safe_apply_with_a_trial_goes_on(blind_wheels: BlindWheels, tmp_path: Path) -> None:
+    venv = blind_env(blind_wheels, tmp_path / "venv")
+    done = cudatx("install", "extra", "--python", venv, "--yes", "--trial", *_where(blind_wheels))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every one of 3 checks still works" in done.stdout
+    assert (site_packages(venv) / "extra" / "__init__.py").exists()
+
+
+def test_a_copy_runs_its_own_scripts_not_the_originals(tmp_path: Path) -> None:
+    """A copy lives elsewhere: a script whose #! names the original interpreter would run
+    the original. The copy's are rewritten; the original's are not."""
+    from tests.support.venvs import make_venv
+
+    venv = make_venv(tmp_path / "venv")
+    script = venv / "bin" / "tool"
+    script.write_text(f"#!{venv}/bin/python\nprint('hi')\n")
+    other = venv / "bin" / "other"
+    other.write_text("#!/bin/sh\necho hi\n")
+    before = _digest(venv)
+    with shadow(os.fspath(venv), ("copy",)) as shade:
+        assert shade.method == "copy" and shade.prefix != os.fspath(venv)
+        copied = Path(shade.prefix) / "bin"
+        assert (copied / "tool").read_text() == f"#!{shade.prefix}/bin/python\nprint('hi')\n"
+        assert (copied / "other").read_text() == "#!/bin/sh\necho hi\n"
+        assert shade.bytes_copied > 0
+        assert shade.relocate(os.fspath(script)) == os.fspath(copied / "tool")
+        assert shade.relocate("/usr/bin/python3") == "/usr/bin/python3"
+        folder = shade.folder
+    assert not os.path.exists(folder)
+    assert diff(before, _digest(venv)) == []
