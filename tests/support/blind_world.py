@@ -28,12 +28,27 @@ _lib = ctypes.CDLL(os.path.join(os.path.dirname(_here), "hiddenlib", _name))
 """
 
 
+# An onnxruntime whose import loads nothing and whose preload_dlls() loads hiddenlib's
+# library by a computed name: only the framework's load step (cudatx.trial.steps) sees it.
+ORT_INIT = b"""\
+import ctypes
+import os
+
+
+def preload_dlls():
+    here = os.path.dirname(os.path.abspath(__file__))
+    name = "lib" + "neddih"[::-1] + ".so"
+    ctypes.CDLL(os.path.join(os.path.dirname(here), "hiddenlib", name), mode=ctypes.RTLD_GLOBAL)
+"""
+
+
 @dataclass(frozen=True)
 class BlindWheels:
     folder: Path
     blind: Path
     hidden: Path
     extra: Path
+    onnxruntime: Path
 
 
 def build_blind_world(root: Path) -> BlindWheels:
@@ -44,10 +59,17 @@ def build_blind_world(root: Path) -> BlindWheels:
     )
     blind = build_wheel(out, "blindpkg", "1.0", {"blindpkg/__init__.py": BLIND_INIT})
     extra = build_wheel(out, "extra", "2.0", {"extra/__init__.py": b"VALUE = 2\n"})
-    return BlindWheels(out, blind, hidden, extra)
+    ort = build_wheel(
+        out,
+        "onnxruntime-gpu",
+        "1.20.0",
+        {"onnxruntime/__init__.py": ORT_INIT, "onnxruntime/capi/__init__.py": b""},
+    )
+    return BlindWheels(out, blind, hidden, extra, ort)
 
 
 def blind_env(wheels: BlindWheels, venv: Path) -> Path:
+    """blindpkg with the hiddenlib it loads blindly."""
     venv = make_venv(venv)
     uv_install(venv, [wheels.blind, wheels.hidden])
     return venv

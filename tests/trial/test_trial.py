@@ -290,3 +290,23 @@ def test_a_copy_runs_its_own_scripts_not_the_originals(tmp_path: Path) -> None:
         folder = shade.folder
     assert not os.path.exists(folder)
     assert diff(before, _digest(venv)) == []
+
+
+def test_a_framework_load_step_catches_what_its_import_does_not(
+    blind_wheels: BlindWheels, tmp_path: Path
+) -> None:
+    from tests.support.venvs import make_venv, uv_install
+
+    venv = make_venv(tmp_path / "venv")
+    uv_install(venv, [blind_wheels.onnxruntime, blind_wheels.hidden])
+    how = ["--python", venv, "--dry-run", "--json"]
+    assert cudatx("remove", "hiddenlib", *how).returncode == 0  # the model: safe
+    done = cudatx("remove", "hiddenlib", *how, "--trial")
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = _roots(_json(done)["trial"])
+    assert rows["import onnxruntime"]["trial"] == "loads"  # its import loads nothing
+    step = rows["onnxruntime's preload_dlls() and CUDA provider"]
+    assert (step["model"], step["trial"]) == ("loads", "breaks")
+    assert step["disagreement"].startswith(
+        "the model missed: onnxruntime's preload_dlls() and CUDA provider fails: OSError: "
+    )
