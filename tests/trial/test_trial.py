@@ -174,9 +174,10 @@ def test_the_seed_removal_fails_in_the_trial_and_the_repair_does_not(
     how = ["--python", venv, "--dry-run", "--trial", "--json", "--offline"]
     how += ["--find-links", folder]
 
-    done = cudatx("remove", *CU13, *how)
+    done = cudatx("remove", "cuda:13", *how)  # the seed's four cu13 twins
     assert done.returncode == 1, done.stderr
     plan = _json(done)
+    assert sorted(p["name"] for p in plan["remove"]) == sorted(CU13)
     row = _roots(plan["trial"])["import torch"]
     assert (row["model"], row["trial"]) == ("breaks", "breaks")
     assert row["error"] == (
@@ -184,7 +185,7 @@ def test_the_seed_removal_fails_in_the_trial_and_the_repair_does_not(
     )
     assert plan["trial"]["disagreements"] == []
 
-    repaired = cudatx("remove", *CU13, *how, "--repair")
+    repaired = cudatx("remove", "cuda:13", *how, "--repair")
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     trial = _json(repaired)["trial"]
     assert trial["breaks"] == 0 and trial["disagreements"] == []
@@ -309,4 +310,15 @@ def test_a_framework_load_step_catches_what_its_import_does_not(
     assert (step["model"], step["trial"]) == ("loads", "breaks")
     assert step["disagreement"].startswith(
         "the model missed: onnxruntime's preload_dlls() and CUDA provider fails: OSError: "
+    )
+
+
+@pytest.mark.parametrize("command", ["remove", "install", "sync", "check-requirements", "doctor"])
+def test_the_help_says_a_trial_runs_the_environments_code(command: str) -> None:
+    done = cudatx(command, "--help")
+    text = " ".join(done.stdout.split())
+    assert "RUNS THE ENVIRONMENT'S CODE" in text
+    assert (
+        "never without this flag, and never as root on an environment another user can write"
+        in text
     )
