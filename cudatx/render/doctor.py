@@ -64,7 +64,7 @@ def to_text(report: DoctorReport) -> str:
 def _trial(trial: DoctorTrial) -> list[str]:
     lines = [f"Trial (imports in {trial.shadow}; {trial.seconds:.1f} s):"]
     if not trial.failing:
-        lines.append(f"  every one of {trial.checks} checks works")
+        lines.append(f"  every one of {trial.checks} checks works (imports, load steps, commands)")
     for f in trial.failing:
         mark = "known to the model" if f.known else "UNKNOWN to the model"
         lines.append(f"  x {f.check} fails ({mark}): {f.error}")

@@ -267,7 +267,7 @@ def trial_lines(trial: Trial) -> list[str]:
     if broke:
         lines += [f"  x {r.check} fails: {r.error}" for r in broke]
     else:
-        lines.append(f"  every one of {_count(trial.checks, 'check')} still works")
+        lines.append(f"  nothing that worked before fails after ({_count(trial.checks, 'check')})")
     before = sum(r.trial == "failed before" for r in trial.roots)
     if before:
         lines.append(f"  {_count(before, 'check')} failed before the change too (not counted)")
