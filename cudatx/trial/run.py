@@ -19,10 +19,10 @@ from typing import Any
 from cudatx.codec import encode
 from cudatx.environment import Environment
 from cudatx.errors import CudatxError, ExitCode, UnsafePaths
-from cudatx.planning.change import Change
+from cudatx.planning.change import Change, uv_steps
 from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome
 from cudatx.trial.shadow import METHODS, Shadow, shadow
-from cudatx.uv import UvOptions, pip_argv
+from cudatx.uv import UvOptions
 
 
 class TrialFailed(CudatxError):
@@ -96,31 +96,10 @@ def refuse_root_on_shared(prefix: str, sites: Sequence[str]) -> None:
             )
 
 
-_INSTALL = ("--no-deps", "--no-build", "--link-mode", "copy")
-
-
-def uv_steps(
-    uv: str, prefix: str, change: Change, options: UvOptions | Sequence[str]
-) -> list[list[str]]:
-    """The uv commands that carry `change` out, as cudatx.txn.apply runs them (uninstall,
-    install pinned with --no-deps, then each reinstall), for the environment at `prefix`;
-    with --no-build, as a dry run stages (nothing is built in a trial), and --link-mode copy:
-    uv's default hard-links files from its cache, and a write in the shadow (a user's
-    command) would then change the cache's bytes, which later installs copy."""
-    steps = []
-    if change.removing:
-        steps.append([uv, *pip_argv("uninstall", prefix), *(d.name for d in change.removing)])
-    if change.installing:
-        argv = pip_argv("install", prefix, *_INSTALL, options=options)
-        steps.append([uv, *argv, *(spec for _, spec in change.installing)])
-    from cudatx.discover.dists import reinstall_spec
-
-    for dist in change.reinstalling:
-        argv = pip_argv(
-            "install", prefix, *_INSTALL, "--reinstall-package", dist.name, options=options
-        )
-        steps.append([uv, *argv, reinstall_spec(dist)])
-    return steps
+# --no-build: nothing is built in a trial, as in a dry run. --link-mode copy: uv's default
+# hard-links files from its cache, and a write in the shadow (a user's command) would then
+# change the cache's bytes, which later installs copy.
+_INSTALL = ("--no-build", "--link-mode", "copy")
 
 
 def _judged(data: dict[str, object]) -> Judged:
@@ -196,7 +175,7 @@ def _session(
         if change is not None:
             assert uv is not None
             touched = (*change.removing, *change.reinstalling)
-            spec["uv"] = uv_steps(uv, shade.prefix, change, uv_options)
+            spec["uv"] = uv_steps(uv, shade.prefix, change, uv_options, _INSTALL)
             spec["withhold"] = [json.loads(encode(_relocated(shade, d))) for d in touched]
             spec["kept"] = {name: sorted(paths) for name, paths in change.kept.items()}
         argv = [*shade.wrap, sys.executable, "-c", _SESSION]
