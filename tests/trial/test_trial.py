@@ -322,3 +322,39 @@ def test_the_help_says_a_trial_runs_the_environments_code(command: str) -> None:
         "never without this flag, and never as root on an environment another user can write"
         in text
     )
+
+
+def test_the_trial_runs_the_uv_steps_the_apply_runs(tmp_path: Path) -> None:
+    """One command, `remove cuda:13 --repair --yes --trial`, with a uv that logs each call:
+    the trial's uninstall and reinstalls in the shadow are the apply's, word for word, but
+    for the trial's --no-build and --link-mode copy (the overlay keeps the prefix's path)."""
+    from tests.support.venvs import uv_bin
+
+    wheels = build_twin_world(tmp_path / "w", torch_init=TORCH_INIT)
+    venv = contaminated(wheels, tmp_path / "venv")
+    log = tmp_path / "uv.log"
+    uv = tmp_path / "uv"
+    uv.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec {uv_bin()} "$@"\n')
+    uv.chmod(0o755)
+    done = cudatx(
+        "remove", "cuda:13", "--repair", "--yes", "--trial", "--trial-shadow", "overlay",
+        "--python", venv, "--uv", uv, "--offline", "--find-links", wheels.folder,
+    )  # fmt: skip
+    if done.returncode == 17 or "no shadow" in done.stderr:
+        pytest.skip(done.stderr)
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = log.read_text().splitlines()
+    changing = [c for c in calls if c.startswith(("pip uninstall", "pip install"))]
+    changing = [c for c in changing if "--dry-run" not in c and "--prefix" not in c]
+    # The trial's calls come first (in the shadow), then the apply's.
+    assert len(changing) == 2 * (1 + len(CU13))  # the uninstall, then one reinstall each
+    trial, applied = changing[: len(changing) // 2], changing[len(changing) // 2 :]
+    assert all("--no-build --link-mode copy" in c for c in trial if c.startswith("pip install"))
+    assert not any("--no-build" in c for c in applied)
+    assert [c.replace(" --no-build --link-mode copy", "") for c in trial] == applied
+    assert "nothing that worked before fails after" in done.stdout
+    # and the real environment, changed by the apply, imports as the trial said it would
+    import subprocess
+
+    real = subprocess.run([venv / "bin" / "python", "-c", "import torch"], check=False)
+    assert real.returncode == 0
