@@ -107,6 +107,8 @@ def check_requirements(
         )
     how = planning(source, repair=False, check_requirements=True, strict=strict)
     if chosen is None or fresh:
+        if trial is not None:
+            output.info("cudatx: --trial: no environment to make the change in; no trial run")
         return _without_environment(
             files,
             chosen,
