@@ -60,8 +60,10 @@ class TrialOptions:
 def refuse_root_on_shared(prefix: str, sites: Sequence[str]) -> None:
     """A trial runs the environment's code: as root, never in an environment another user
     can write, whose code that user chose (as OpenSSH's StrictModes refuses such files,
-    auth.c safe_path). Checked: the prefix, its site folders and bin/, and every folder
-    above the prefix (a writer of a folder above can swap what is below).
+    auth.c safe_path). Checked: the prefix, its site folders and bin/, what lies directly
+    in them (each package's folder, each module, each script), and every folder above the
+    prefix (a writer of a folder above can swap what is below). Deeper files are not
+    walked: a package's own folder decides who can add to or swap what is in it.
 
     To be unified with the whose-environment check of issue 23 (cudatx/trust.py) at merge.
     """
@@ -75,6 +77,11 @@ def refuse_root_on_shared(prefix: str, sites: Sequence[str]) -> None:
         if parent == folder:
             break
         folder = parent
+    for folder in [*sites, os.path.join(prefix, "bin")]:
+        try:
+            paths += [os.path.join(folder, name) for name in sorted(os.listdir(folder))]
+        except OSError:
+            continue
     for path in paths:
         try:
             st = os.stat(path)

@@ -214,7 +214,9 @@ def test_a_run_time_load_no_import_makes_is_named_as_the_trial_blind_spot(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is root's")
-@pytest.mark.parametrize("how", ["world-writable folder above", "owned by another user"])
+@pytest.mark.parametrize(
+    "how", ["world-writable folder above", "owned by another user", "a package of another user"]
+)
 def test_root_runs_no_trial_in_an_environment_another_user_can_write(
     blind_wheels: BlindWheels, tmp_path: Path, how: str
 ) -> None:
@@ -223,6 +225,8 @@ def test_root_runs_no_trial_in_an_environment_another_user_can_write(
     venv = blind_env(blind_wheels, shared / "venv")
     if how == "owned by another user":
         os.chown(site_packages(venv), 65534, 65534)
+    elif how == "a package of another user":
+        os.chown(site_packages(venv) / "blindpkg", 65534, 65534)
     else:
         os.chmod(shared, 0o777)  # no sticky bit: anyone can swap venv for their own
     marker = tmp_path / "ran"
