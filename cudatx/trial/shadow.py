@@ -13,7 +13,9 @@ Three ways, tried in this order, each only where the one before it is not to be 
   the namespace, seen only by the processes the trial starts there, and dies with them.
 - **reflink**: `cp -a --reflink=always`: a copy whose files share their blocks with the
   original until one is written (copy on write, FICLONE); only where the filesystem has it
-  (Btrfs, XFS, not ext4). Found by trying.
+  (Btrfs, XFS, not ext4), and only within it: the copy goes in the temporary folder where
+  that is on the environment's filesystem, else in a hidden folder made beside the
+  environment (removed afterwards). Found by trying.
 - **copy**: `cp -a`, every byte.
 
 Hard links alone are never enough: a write through one changes the original (uv installs
@@ -55,7 +57,9 @@ class Shadow:
     original: str  # the environment's own prefix
     folder: str  # the temporary folder holding the upper layer or the copy
     seconds: float  # what making it took
-    bytes_copied: int  # bytes written to make it (0 for an overlay: it copies on write)
+    # the bytes of the files copied to make it (0 for an overlay: it copies a file up only
+    # when written; for a reflink copy, the bytes cloned, whose blocks stay shared)
+    bytes_copied: int
     # the argv every process of the trial runs under (`unshare -Urm` for an overlay), and
     # the mount it makes first there
     wrap: tuple[str, ...] = ()
@@ -79,7 +83,9 @@ class Shadow:
             "copy": "a full copy",
         }[self.method]
         cost = f"{self.seconds:.2f} s"
-        if self.method != "overlay":
+        if self.method == "reflink":  # the blocks are shared until written: none copied
+            cost += f", {_size(self.bytes_copied)} cloned"
+        elif self.method == "copy":
             cost += f", {_size(self.bytes_copied)} copied"
         return f"{what} ({cost})"
 
@@ -172,13 +178,30 @@ def shadow(prefix: str, methods: Sequence[str] = METHODS) -> Iterator[Shadow]:
     """A shadow of the environment at `prefix`, by the first of `methods` this machine
     allows; removed when the block ends."""
     folder = tempfile.mkdtemp(prefix="cudatx-trial-")
+    beside: list[str] = []  # a folder made beside the environment, for a reflink copy
     try:
-        yield _make(prefix, folder, methods)
+        yield _make(prefix, folder, methods, beside)
     finally:
-        _remove(folder)
+        for made in (folder, *beside):
+            _remove(made)
 
 
-def _make(prefix: str, folder: str, methods: Sequence[str]) -> Shadow:
+def _reflink_folder(prefix: str, folder: str, beside: list[str]) -> str | None:
+    """Where a reflink copy can go: a clone shares blocks only within one filesystem
+    (FICLONE fails with EXDEV across two), so the temporary folder where it is on the
+    environment's, else a new hidden folder beside the environment (its parent folder must
+    let us write); None where neither."""
+    try:
+        if os.stat(folder).st_dev == os.stat(prefix).st_dev:
+            return folder
+        made = tempfile.mkdtemp(prefix=".cudatx-trial-", dir=os.path.dirname(prefix))
+    except OSError:
+        return None
+    beside.append(made)
+    return made
+
+
+def _make(prefix: str, folder: str, methods: Sequence[str], beside: list[str]) -> Shadow:
     prefix = os.path.abspath(prefix)
     tried = []
     for method in methods:
@@ -190,12 +213,13 @@ def _make(prefix: str, folder: str, methods: Sequence[str]) -> Shadow:
                 seconds = time.monotonic() - start
                 return Shadow("overlay", prefix, prefix, folder, seconds, 0, wrap, mount)
         elif method in ("reflink", "copy"):
-            dest = os.path.join(folder, "env")
-            copied = _copy(prefix, dest, reflink=method == "reflink")
-            if copied is not None:
+            into = folder if method == "copy" else _reflink_folder(prefix, folder, beside)
+            dest = os.path.join(into, "env") if into is not None else None
+            copied = _copy(prefix, dest, reflink=method == "reflink") if dest else None
+            if dest is not None and copied is not None:
                 _rewrite_scripts(prefix, dest)
                 seconds = time.monotonic() - start
-                return Shadow(method, dest, prefix, folder, seconds, copied)
+                return Shadow(method, dest, prefix, into or folder, seconds, copied)
         else:
             raise ValueError(f"no shadow method {method!r}")
         tried.append(method)
