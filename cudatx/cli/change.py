@@ -89,6 +89,11 @@ def _carry_out(
     from cudatx.render import colour
     from cudatx.render import plan as render
 
+    if trial is not None:
+        output.info(
+            "cudatx: --trial: making the change in a shadow of the environment and importing "
+            "every package before and after (this runs the environment's code)"
+        )
     proposal = tried(env, proposal, trial, source)
     plan = proposal.plan
     if request.as_json:
