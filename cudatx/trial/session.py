@@ -34,6 +34,7 @@ from cudatx.trial.judge import (
     step_checks,
 )
 from cudatx.txn.confine import withhold
+from cudatx.uv import UvFailed, run_uv
 
 
 def _checks(spec: dict[str, Any]) -> tuple[dict[str, tuple[str, ...]], list[Check]]:
@@ -69,15 +70,10 @@ def _change(spec: dict[str, Any]) -> tuple[float, str | None]:
     except CudatxError as exc:  # said, as uv's failure would be
         return time.monotonic() - start, f"cannot withhold RECORD entries: {exc.message}"
     for argv in spec["uv"]:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
-        )
-        if done.returncode != 0:
-            lines = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-            error = next(
-                (ln for ln in lines if ln.startswith("error:")), lines[-1] if lines else ""
-            )
-            return time.monotonic() - start, f"uv {' '.join(argv[1:3])} failed: {error}"
+        try:
+            run_uv(argv[0], argv[1:])
+        except UvFailed as exc:  # uv's own error, as a change outside the shadow says it
+            return time.monotonic() - start, exc.message
     return time.monotonic() - start, None
 
 

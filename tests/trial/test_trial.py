@@ -362,3 +362,24 @@ def test_the_trial_runs_the_uv_steps_the_apply_runs(tmp_path: Path) -> None:
 
     real = subprocess.run([venv / "bin" / "python", "-c", "import torch"], check=False)
     assert real.returncode == 0
+
+
+def test_a_change_uv_cannot_make_in_the_shadow_is_unsafe_with_uvs_error(
+    blind_wheels: BlindWheels, tmp_path: Path
+) -> None:
+    from tests.support.venvs import uv_bin
+
+    venv = blind_env(blind_wheels, tmp_path / "venv")
+    uv = tmp_path / "uv"  # fails where the trial installs (only it asks for --link-mode copy)
+    uv.write_text(
+        '#!/bin/sh\ncase "$*" in *"--link-mode copy"*) echo "error: no space left" >&2; '
+        f'exit 2;; esac\nexec {uv_bin()} "$@"\n'
+    )
+    uv.chmod(0o755)
+    how = ["--python", venv, "--dry-run", "--trial", "--json", "--uv", uv]
+    done = cudatx("install", "extra", *how, *_where(blind_wheels))
+    assert done.returncode == 1, done.stdout + done.stderr
+    plan = _json(done)
+    assert plan["safe"] is False
+    assert plan["trial"]["error"] == "uv pip install failed: error: no space left"
+    assert plan["notes"][-1].startswith("the trial could not make the change in the shadow")
