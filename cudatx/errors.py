@@ -31,6 +31,7 @@ class ExitCode(IntEnum):
     CONDA_OWNED = 15  # the change would act on what conda installed; cudatx applies through uv
     NEEDS_BUILD = 16  # a requirement can only be had by building it; --allow-build builds it
     UNSAFE_PATHS = 17  # another user can write the environment, or a folder leads outside it
+    TRIAL = 18  # a trial (--trial) could not be run: no shadow, or its session failed
     DECLINED = 19  # the user answered no at a prompt: nothing was changed (^C stays 130)
     # `cudatx trace`: the command could not be started (the codes shells and env(1) use)
     COMMAND_NOT_EXECUTABLE = 126

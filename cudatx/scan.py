@@ -306,8 +306,13 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
     contexts = _contexts(env, catalog, view)
     by_folder = {os.path.join(c.package_dir, ""): c for c in contexts}
     have = {env.keys(r) for r in env.roots}
+    # A hand load is made by its package's code: where a change deletes that code, the load
+    # leaves with it (as a traced dlopen whose caller is gone is not made); where the code
+    # stays and its library goes, the load is made and fails.
     hand_roots = tuple(
-        dict.fromkeys(h.path for h in env.hand_loads if env.keys(h.path) not in have)
+        dict.fromkeys(
+            h.path for h in env.hand_loads if env.keys(h.path) not in have and not view.gone(h.by)
+        )
     )
     roots = (*env.roots, *hand_roots)
     loader = RootLoader(

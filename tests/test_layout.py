@@ -21,6 +21,7 @@ ORDER = (
     "scan",
     "planning",
     "txn",
+    "trial",
     "render",
     "demo",
     "cli",

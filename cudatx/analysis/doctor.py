@@ -34,6 +34,26 @@ class Unprovided(Frozen):
     named_by: tuple[str, ...]
 
 
+class TrialFailure(Frozen):
+    """A check that fails in `doctor --trial` (cudatx.trial.doctor): an import, a framework's
+    load step or a user's command, with the interpreter's error."""
+
+    check: str  # "import jax"
+    dists: tuple[str, ...]  # who installs the module
+    error: str  # the interpreter's last line on stderr
+    known: bool  # the model (doctor's findings) says it fails too
+
+
+class DoctorTrial(Frozen):
+    method: str  # the shadow's
+    shadow: str  # the shadow and what it cost, in words
+    shadow_seconds: float  # making the shadow
+    seconds: float  # the judge's
+    checks: int
+    failing: tuple[TrialFailure, ...]
+    unknown: int  # failing checks the model does not know of
+
+
 class DoctorReport(Frozen):
     schema_version: int = SCHEMA_VERSION
     prefix: str
@@ -47,6 +67,7 @@ class DoctorReport(Frozen):
     system_provided: tuple[str, ...]  # driver libraries something loads
     unprovided: tuple[Unprovided, ...]  # optional run-time loads that do not load here
     notes: tuple[str, ...]
+    trial: DoctorTrial | None = None  # `doctor --trial`: the real interpreter's judgement
 
 
 def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Problem], list[str]]:

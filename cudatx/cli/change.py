@@ -13,12 +13,14 @@ from cudatx.cli.app import invocation, scanned
 from cudatx.cli.options import (
     ChangeRequest,
     F,
+    TrialRequest,
     UvSource,
     allows_other_writers,
     change_options,
     no_deps_option,
     planning,
     target_options,
+    trial_options,
     uv_options,
 )
 from cudatx.errors import ExitCode, UsageError
@@ -49,6 +51,31 @@ def _planning(request: ChangeRequest, source: UvSource) -> Planning:
     )
 
 
+def tried(
+    env: Environment,
+    proposal: Proposal,
+    trial: TrialRequest | None,
+    source: UvSource,
+    uv_options: tuple[str, ...] | None = None,
+) -> Proposal:
+    """The proposal, its plan judged by a trial where one is asked (cudatx.trial); uv gets
+    `uv_options` (uv's words: a requirements file's own options too), else the command
+    line's."""
+    if trial is None:
+        return proposal
+    from dataclasses import replace
+
+    from cudatx.trial.run import TrialOptions, run_trial
+    from cudatx.trial.verdict import compare
+    from cudatx.uv import find_uv
+
+    options = TrialOptions(commands=trial.commands, methods=trial.methods)
+    words = source.options if uv_options is None else uv_options
+    ran = run_trial(env, proposal.change, find_uv(source.uv), words, options)
+    plan = compare(proposal.plan, ran, env.target.site_packages)
+    return replace(proposal, plan=plan)
+
+
 def _carry_out(
     env: Environment,
     proposal: Proposal,
@@ -56,12 +83,20 @@ def _carry_out(
     python: str | None,
     request: ChangeRequest,
     source: UvSource,
+    trial: TrialRequest | None = None,
 ) -> int:
-    """Show a plan; for a dry run, its verdict; otherwise confirm and apply it."""
+    """Show a plan (judged by a trial where asked: before anything is touched); for a dry
+    run, its verdict; otherwise confirm and apply it."""
     from cudatx.analysis.commands import cudatx_line
     from cudatx.render import colour
     from cudatx.render import plan as render
 
+    if trial is not None:
+        output.info(
+            "cudatx: --trial: making the change in a shadow of the environment and importing "
+            "every package before and after (this runs the environment's code)"
+        )
+    proposal = tried(env, proposal, trial, source)
     plan = proposal.plan
     if request.as_json:
         click.echo(render.to_json(plan))
@@ -134,6 +169,7 @@ def _requirement_option(help_text: str) -> Callable[[F], F]:
 @click.argument("specs", nargs=-1, metavar="SPEC...")
 @_requirement_option("Remove the distributions named in a requirements file.")
 @change_options
+@trial_options()
 @uv_options
 @target_options
 def remove(
@@ -143,6 +179,7 @@ def remove(
     ld_library_path: str | None,
     request: ChangeRequest,
     source: UvSource,
+    trial: TrialRequest | None,
 ) -> int:
     """Remove distributions, safely: SPEC is a name, a glob over names ('nvidia-*-cu13'), or
     cuda:N (every distribution whose libraries are CUDA N builds). Shows the plan first;
@@ -158,7 +195,7 @@ def remove(
         _refuse_if_interrupted(env, request)
         proposal = propose_removal(env, specs, requirement_files, _planning(request, source))
         words = _command_words("remove", specs, ("-r", requirement_files))
-        return _carry_out(env, proposal, words, python, request, source)
+        return _carry_out(env, proposal, words, python, request, source, trial)
 
 
 def _propose_and_carry_out(
@@ -169,6 +206,7 @@ def _propose_and_carry_out(
     ld_library_path: str | None,
     request: ChangeRequest,
     source: UvSource,
+    trial: TrialRequest | None,
     replacing: tuple[str, ...] = (),
 ) -> int:
     from cudatx.discover.target import require_environment
@@ -179,7 +217,7 @@ def _propose_and_carry_out(
     with scanned(python, ld_library_path, changes=True) as env:
         _refuse_if_interrupted(env, request)
         proposal = propose(env, uv_command, args, _planning(request, source), replacing)
-        return _carry_out(env, proposal, words, python, request, source)
+        return _carry_out(env, proposal, words, python, request, source, trial)
 
 
 @click.command()
@@ -195,6 +233,7 @@ def _propose_and_carry_out(
     "nvidia-cudnn-cu13). Repeatable; names and globs as `cudatx remove` takes them.",
 )
 @change_options
+@trial_options()
 @no_deps_option
 @uv_options
 @target_options
@@ -206,6 +245,7 @@ def install(
     ld_library_path: str | None,
     request: ChangeRequest,
     source: UvSource,
+    trial: TrialRequest | None,
 ) -> int:
     """Install or upgrade distributions, safely: what `uv pip install SPEC...` would do,
     staged and simulated first (files written over shared paths change their bytes), then
@@ -216,13 +256,14 @@ def install(
     args = (*specs, *(a for f in requirement_files for a in ("-r", f)))
     words = _command_words("install", specs, ("-r", requirement_files), ("--replacing", replacing))
     return _propose_and_carry_out(
-        "install", args, words, python, ld_library_path, request, source, replacing
+        "install", args, words, python, ld_library_path, request, source, trial, replacing
     )
 
 
 @click.command()
 @click.argument("files", nargs=-1, required=True, metavar="FILE...")
 @change_options
+@trial_options()
 @no_deps_option
 @uv_options
 @target_options
@@ -232,9 +273,12 @@ def sync(
     ld_library_path: str | None,
     request: ChangeRequest,
     source: UvSource,
+    trial: TrialRequest | None,
 ) -> int:
     """Make the environment match requirements or pylock files exactly, safely: what
     `uv pip sync FILE...` would do (uninstall what they do not list, install and upgrade
     what they pin), staged and simulated first, then applied with a snapshot."""
     words = _command_words("sync", files)
-    return _propose_and_carry_out("sync", files, words, python, ld_library_path, request, source)
+    return _propose_and_carry_out(
+        "sync", files, words, python, ld_library_path, request, source, trial
+    )

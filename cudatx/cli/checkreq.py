@@ -12,18 +12,24 @@ import click
 import cudatx.cli.output as output
 from cudatx.cli.app import scanned
 from cudatx.cli.options import (
+    TrialRequest,
     UvSource,
     json_option,
     no_deps_option,
     planning,
     strict_option,
     target_options,
+    trial_options,
     uv_options,
 )
 from cudatx.errors import EnvironmentNotFound, ExitCode
 
 if TYPE_CHECKING:
-    from cudatx.planning.change import Planning
+    from collections.abc import Callable
+
+    from cudatx.environment import Environment
+    from cudatx.planning.change import Planning, Proposal
+    from cudatx.planning.models import Plan
 
 
 @click.command("check-requirements")
@@ -58,6 +64,7 @@ if TYPE_CHECKING:
     "wheels' paths; an existing environment is not compared.",
 )
 @strict_option
+@trial_options()
 @no_deps_option
 @uv_options
 @target_options
@@ -69,6 +76,7 @@ def check_requirements(
     require_env: bool,
     fresh: bool,
     strict: bool,
+    trial: TrialRequest | None,
     python: str | None,
     ld_library_path: str | None,
     as_json: bool,
@@ -101,6 +109,8 @@ def check_requirements(
         source, repair=False, check_requirements=True, strict=strict, quiet_waits=as_json
     )
     if chosen is None or fresh:
+        if trial is not None:
+            output.info("cudatx: --trial: no environment to make the change in; no trial run")
         return _without_environment(
             files,
             chosen,
@@ -113,12 +123,27 @@ def check_requirements(
         )
     # uv runs the environment's interpreter to resolve: refused where others can write it.
     with scanned(chosen, ld_library_path, echo=False, changes=True) as env:
-        checks = [check_file(env, f, how, extras=extras, mode=mode) for f in files]
+        judge = None
+        if trial is not None:
+            judge = _trial_judge(env, trial, source)
+        checks = [check_file(env, f, how, extras=extras, mode=mode, judge=judge) for f in files]
     if as_json:
         click.echo(render.to_json(checks))
     else:
         output.report(render.to_text(checks, env.target.site_packages), paint=colour.plan)
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS
+
+
+def _trial_judge(
+    env: Environment, trial: TrialRequest, source: UvSource
+) -> Callable[[Proposal, tuple[str, ...]], Plan]:
+    """A trial of each file's proposal (cudatx.trial), with uv's options and the file's."""
+    from cudatx.cli.change import tried
+
+    def judge(proposal: Proposal, uv_options: tuple[str, ...]) -> Plan:
+        return tried(env, proposal, trial, source, uv_options).plan
+
+    return judge
 
 
 def _without_environment(

@@ -8,7 +8,13 @@ import click
 
 import cudatx.cli.output as output
 from cudatx.cli.app import scanned
-from cudatx.cli.options import json_option, strict_option, target_options
+from cudatx.cli.options import (
+    TrialRequest,
+    json_option,
+    strict_option,
+    target_options,
+    trial_options,
+)
 from cudatx.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -35,25 +41,50 @@ def why(query: str, python: str | None, ld_library_path: str | None, as_json: bo
     return 0
 
 
+_DOCTOR_TRIAL = (
+    "Also import every top-level package in a fresh interpreter, with each framework's "
+    "load steps, in a shadow of the environment (-B: nothing is written to it), and name "
+    "each import that fails, marked known or unknown to the model. This RUNS THE "
+    "ENVIRONMENT'S CODE: never without this flag, and never as root on an environment "
+    "another user can write."
+)
+
+
 @click.command()
 @target_options
 @strict_option
+@trial_options(_DOCTOR_TRIAL)
 @json_option("the findings")
-def doctor(python: str | None, ld_library_path: str | None, strict: bool, as_json: bool) -> int:
+def doctor(
+    python: str | None,
+    ld_library_path: str | None,
+    strict: bool,
+    trial: TrialRequest | None,
+    as_json: bool,
+) -> int:
     """What is already wrong here, by root cause, and the commands that cure it: libraries
     that cannot load, hollow or co-owned packages, mixed CUDA majors, unmet requirements.
-    Exit 1 when there is an error."""
+    Exit 1 when there is an error (with --trial: or a check that fails)."""
+    from dataclasses import replace
+
     from cudatx.analysis.doctor import diagnose
     from cudatx.render import colour
     from cudatx.render import doctor as render
 
     with scanned(python, ld_library_path) as env:
         report = diagnose(env, strict=strict)
+        if trial is not None:
+            from cudatx.trial.doctor import judge_as_is
+            from cudatx.trial.run import TrialOptions
+
+            options = TrialOptions(commands=trial.commands, methods=trial.methods)
+            report = replace(report, trial=judge_as_is(env, options))
     if as_json:
         click.echo(render.to_json(report))
     else:
         output.report(render.to_text(report), paint=colour.doctor)
-    return ExitCode.FINDINGS if report.errors else 0
+    failing = report.trial is not None and bool(report.trial.failing)
+    return ExitCode.FINDINGS if report.errors or failing else 0
 
 
 _PICTURES = ("svg", "png")

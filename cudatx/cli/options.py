@@ -197,6 +197,69 @@ class ChangeRequest(NamedTuple):
     as_json: bool
 
 
+class TrialRequest(NamedTuple):
+    """A trial as the command line asks for one (--trial, --trial-cmd): None without."""
+
+    commands: tuple[str, ...]
+    methods: tuple[str, ...]  # the shadow's ways, in order of preference
+
+
+TRIAL_HELP = (
+    "Make the change in a shadow of the environment first (an overlay in a user namespace, "
+    "a reflink copy or a copy: the environment is never written) and import every "
+    "top-level package there before and after, with each framework's load steps; what "
+    "worked before and fails after makes the plan unsafe, and an apply stops before "
+    "touching the environment. This RUNS THE ENVIRONMENT'S CODE (as --verify does): never "
+    "without this flag, and never as root on an environment another user can write."
+)
+
+
+_METHODS = ("overlay", "reflink", "copy")  # cudatx.trial.shadow.METHODS, not imported to parse
+
+
+def trial_options(help_text: str = TRIAL_HELP) -> Callable[[F], F]:
+    """--trial and --trial-cmd; the command receives them as `trial: TrialRequest | None`."""
+
+    def decorate(command: F) -> F:
+        run = command
+
+        @functools.wraps(run)
+        def parsed(
+            *args: Any, trial: bool, trial_cmds: tuple[str, ...], trial_shadow: str, **kwargs: Any
+        ) -> Any:
+            methods = _METHODS if trial_shadow == "auto" else (trial_shadow,)
+            asked = trial or trial_cmds or trial_shadow != "auto"
+            request = TrialRequest(trial_cmds, methods) if asked else None
+            return run(*args, trial=request, **kwargs)
+
+        return _apply(
+            cast(F, parsed),
+            [
+                click.option("--trial", is_flag=True, help=help_text),
+                click.option(
+                    "--trial-cmd",
+                    "trial_cmds",
+                    metavar="CMD",
+                    multiple=True,
+                    help="Your own check, run by the shell in the shadow before and after "
+                    "the change, the shadow's bin/ first on PATH (implies --trial; "
+                    "repeatable). Failing after and not before is a real break.",
+                ),
+                click.option(
+                    "--trial-shadow",
+                    type=click.Choice(["auto", "overlay", "reflink", "copy"]),
+                    default="auto",
+                    show_default=True,
+                    help="How the trial's shadow is made (implies --trial): auto takes the "
+                    "first this machine allows of an overlay in a user namespace, a reflink "
+                    "copy and a full copy.",
+                ),
+            ],
+        )
+
+    return decorate
+
+
 def strict_option(command: F) -> F:
     return click.option(
         "--strict",

@@ -18,10 +18,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from cudatx.errors import NeedsBuild, needs_build
-from cudatx.planning.reqfiles import Pin, read_requirements
+
+if TYPE_CHECKING:
+    # Read only where a -r file is given: a warm plan of names imports no packaging
+    # (tests/test_codec.py), and the requirements readers import it.
+    from cudatx.planning.reqfiles import Pin
 
 # The schemes of pip's VCS URLs (pip's vcs backends; uv reads git+ only, and refuses the
 # rest, which would be built too).
@@ -94,6 +99,8 @@ def unbuilt_args(command: str, args: Sequence[str], markers: Mapping[str, str]) 
         if os.path.basename(path) in _BUILT_SOURCES:
             found.append(f"{path} (a project uv would build to read)")
             continue
+        from cudatx.planning.reqfiles import read_requirements
+
         found += unbuilt_pins(read_requirements(path, markers=markers).entries)
     return found
 

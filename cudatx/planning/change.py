@@ -27,7 +27,7 @@ from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
 from cudatx.planning.simulate import kept_entries
 from cudatx.planning.stage import Arrival, ask_uv, stage
-from cudatx.uv import ALLOW_BUILD, UvFailed, find_uv
+from cudatx.uv import ALLOW_BUILD, UvFailed, UvOptions, find_uv, pip_argv
 
 
 def find_uv_default() -> str:
@@ -51,6 +51,32 @@ class Change:
     @property
     def staged(self) -> tuple[Distribution, ...]:
         return tuple(dist for dist, _ in self.installing)
+
+
+def uv_steps(
+    uv: str,
+    prefix: str,
+    change: Change,
+    options: UvOptions | Sequence[str],
+    install_flags: Sequence[str] = (),
+) -> list[list[str]]:
+    """The uv commands that carry `change` out for the environment at `prefix`, in order:
+    uninstall, install pinned with --no-deps, then each reinstall (as cudatx.txn.apply runs
+    them; the trial, cudatx.trial, runs these in its shadow). `install_flags` go to every
+    install."""
+    steps = []
+    if change.removing:
+        steps.append([uv, *pip_argv("uninstall", prefix), *(d.name for d in change.removing)])
+    flags = ("--no-deps", *install_flags)
+    if change.installing:
+        argv = pip_argv("install", prefix, *flags, options=options)
+        steps.append([uv, *argv, *(spec for _, spec in change.installing)])
+    for dist in change.reinstalling:
+        argv = pip_argv(
+            "install", prefix, *flags, "--reinstall-package", dist.name, options=options
+        )
+        steps.append([uv, *argv, reinstall_spec(dist)])
+    return steps
 
 
 @dataclass(frozen=True)

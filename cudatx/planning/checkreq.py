@@ -21,7 +21,7 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from cudatx.analysis.commands import cudatx_line
@@ -32,7 +32,7 @@ from cudatx.errors import CudatxError
 from cudatx.models import Frozen, PythonTarget
 from cudatx.names import canonical_name
 from cudatx.planning import building
-from cudatx.planning.change import Planning, propose
+from cudatx.planning.change import Planning, Proposal, propose
 from cudatx.planning.conflicts import (
     THIS_CHANGE,
     Blamer,
@@ -59,6 +59,10 @@ class Blame(Frozen):
     line: int | None  # in the file now (install, upgrade) or in the committed one (uninstall)
     text: str | None  # that line as written
     edited: bool  # the line differs from the committed version (False: no git, or drift)
+
+
+Judge = Callable[[Proposal, tuple[str, ...]], Plan]
+"""A trial of a proposal (cudatx.trial), run by the command line: the plan it returns."""
 
 
 class Check:
@@ -267,9 +271,12 @@ def check_file(
     *,
     extras: tuple[str, ...],
     mode: str = "auto",
+    judge: Judge | None = None,
 ) -> FileCheck:
     """`mode`: "sync", "install", or "auto" (sync for a lock, or for a file of pins that,
-    now or as committed, lists every installed distribution)."""
+    now or as committed, lists every installed distribution). `judge`: a trial of the
+    proposal (cudatx.trial, `--trial`), given uv's options with the file's own, returning
+    the plan with its trial section."""
     now, before = _read(path, env.target, extras)
     if mode == "auto":
         complete = _complete(env, [f for f in (now, before) if f is not None])
@@ -286,7 +293,8 @@ def check_file(
             args = [written] if mode == "sync" else ["-r", written]
             # The file's own options (`--index-url` in a requirements file) come with it.
             uv_options = (*planning.uv_options, *now.options)
-            plan = propose(env, mode, args, replace(planning, uv_options=uv_options)).plan
+            proposal = propose(env, mode, args, replace(planning, uv_options=uv_options))
+            plan = proposal.plan if judge is None else judge(proposal, uv_options)
     blame = _blame(plan, now, before)
     if not plan.safe:
         blame = _that_matter(env, plan, blame)

@@ -108,6 +108,38 @@ class Repair(Frozen):
     safe: bool | None
 
 
+class TrialCheck(Frozen):
+    """One check of a trial (cudatx.trial): an import, a framework's load step or a user's
+    command, with the model's verdict and the trial's side by side."""
+
+    check: str  # "import torch", "--trial-cmd 'pytest -x'", a framework step's label
+    dists: tuple[str, ...]  # the distributions that install the module (an import's)
+    # "breaks" or "loads"; "not modelled" for a user's command
+    model: str
+    # "breaks" (worked before, fails after), "loads", "failed before" (already failing),
+    # "fixed" (failed before, works after), "removed" (leaves with its distribution)
+    trial: str
+    error: str | None = None  # the interpreter's last line where it fails after
+    disagreement: str | None = None  # model and trial disagree, in words
+
+
+class Trial(Frozen):
+    """A trial run (`--trial`): the planned change made in a shadow of the environment and
+    judged by the real interpreter before and after."""
+
+    method: str  # the shadow: "overlay", "reflink" or "copy"
+    shadow: str  # the shadow and what it cost, in words
+    shadow_seconds: float
+    bytes_copied: int
+    uv_seconds: float
+    judge_seconds: float  # before and after together
+    checks: int  # how many checks ran after the change
+    breaks: int  # what worked before and fails after: real breaks
+    roots: tuple[TrialCheck, ...]  # every check, the model's verdict beside the trial's
+    disagreements: tuple[str, ...]
+    error: str | None = None  # the change could not be made in the shadow (uv's error)
+
+
 class Plan(Frozen):
     schema_version: int = SCHEMA_VERSION
     prefix: str
@@ -143,6 +175,8 @@ class Plan(Frozen):
     replacing: tuple[NameVersion, ...] = ()
     notes: tuple[str, ...]
     traces: tuple[TraceRun, ...] = ()  # the traced runs read, fresh (counted) and stale
+    # the trial (`--trial`): None without it; a real break it sees makes the plan unsafe
+    trial: Trial | None = None
 
 
 def name_version(dist: Distribution) -> NameVersion:

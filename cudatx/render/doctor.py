@@ -3,7 +3,7 @@ fix) and as JSON."""
 
 from __future__ import annotations
 
-from cudatx.analysis.doctor import DoctorReport
+from cudatx.analysis.doctor import DoctorReport, DoctorTrial
 from cudatx.analysis.problems import Problem, Severity
 from cudatx.documents import dump_json
 
@@ -48,6 +48,8 @@ def to_text(report: DoctorReport) -> str:
         )
     for note in report.notes:
         lines.append(f"note: {note}")
+    if report.trial is not None:
+        lines += _trial(report.trial)
     counts = (
         "no problems"
         if not report.problems
@@ -58,3 +60,13 @@ def to_text(report: DoctorReport) -> str:
     )
     lines.append(counts)
     return "\n".join(lines) + "\n"
+
+
+def _trial(trial: DoctorTrial) -> list[str]:
+    lines = [f"Trial (imports in {trial.shadow}; {trial.seconds:.1f} s):"]
+    if not trial.failing:
+        lines.append(f"  every one of {trial.checks} checks works (imports, load steps, commands)")
+    for f in trial.failing:
+        mark = "known to the model" if f.known else "UNKNOWN to the model"
+        lines.append(f"  x {f.check} fails ({mark}): {f.error}")
+    return lines

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from cudatx.documents import dump_json
 from cudatx.paths import display_path as shown
-from cudatx.planning.models import Broken, NameVersion, Plan, Rebound, TraceRun
+from cudatx.planning.models import Broken, NameVersion, Plan, Rebound, TraceRun, Trial
 
 _SHOWN_NAMES = 4  # a group of rebinds names this many sonames, then counts the rest
 
@@ -46,6 +46,8 @@ def verdict(plan: Plan) -> str:
         )
     if plan.strict and plan.at_risk:
         parts.append(_count(len({b.soname for b in plan.at_risk}), "run-time load") + " may fail")
+    if plan.trial is not None and plan.trial.breaks:
+        parts.append(_count(plan.trial.breaks, "check") + " failed in the trial")
     if not parts and plan.notes:
         parts.append(plan.notes[-1])
     return "Unsafe: " + "; ".join(parts) + "."
@@ -228,6 +230,8 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             f"Already broken before this change (not counted): {len(plan.preexisting)} "
             "(see `cudatx doctor`)"
         )
+    if plan.trial is not None:
+        lines += trial_lines(plan.trial)
     lines += [f"note: {n}" for n in plan.notes]
     if plan.replacing:
         words = " ".join(f"--replacing {p.name}" for p in plan.replacing)
@@ -249,3 +253,27 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             f"(reinstalls {names} after the removal; {check})"
         )
     return "\n".join(lines) + "\n"
+
+
+def trial_lines(trial: Trial) -> list[str]:
+    """The trial section: how the shadow was made, what it cost, the real breaks and every
+    disagreement between model and trial (docs/trial.md)."""
+    cost = f"uv {trial.uv_seconds:.1f} s, imports {trial.judge_seconds:.1f} s"
+    lines = [f"Trial (the change made in {trial.shadow}; {cost}):"]
+    if trial.error is not None:
+        lines.append(f"  the change could not be made in the shadow: {trial.error}")
+        return lines
+    broke = [r for r in trial.roots if r.trial == "breaks"]
+    if broke:
+        lines += [f"  x {r.check} fails: {r.error}" for r in broke]
+    else:
+        lines.append(f"  nothing that worked before fails after ({_count(trial.checks, 'check')})")
+    before = sum(r.trial == "failed before" for r in trial.roots)
+    if before:
+        lines.append(f"  {_count(before, 'check')} failed before the change too (not counted)")
+    if trial.disagreements:
+        lines.append("  Model and trial disagree:")
+        lines += [f"    {d}" for d in trial.disagreements]
+    else:
+        lines.append("  Model and trial agree.")
+    return lines

@@ -9,10 +9,12 @@ Built on them: :mod:`.cli` runs the cudatx command line (every test that runs it
 through it); :mod:`.ext_world` (one library, one extension, one wheel, one venv),
 :mod:`.cudnn_world` (the cu12/cu13 cuDNN story), :mod:`.txn_world` (the transaction
 tests' trap) and :mod:`.pure_world` (two pure-Python wheels and a sentinel outside the venv,
-for the hardening tests) build the environments tests share; :mod:`.torch_env` is the real torch
-environment of the slow tests; :mod:`.precommit_story` the pre-commit story; :mod:`.digest`
-a tree's digest; :mod:`.paths` where the checkout and tests/data are; :mod:`.conda` conda
-packages installed into a prefix as conda's link step leaves them, with real records.
+for the hardening tests), :mod:`.blind_world` (a package that loads another's library by a
+name computed at run time: the trial's tests) build the environments tests share;
+:mod:`.torch_env` is the real torch environment of the slow tests; :mod:`.precommit_story`
+the pre-commit story; :mod:`.digest` a tree's digest; :mod:`.paths` where the checkout and
+tests/data are; :mod:`.conda` conda packages installed into a prefix as conda's link step
+leaves them, with real records.
 """
 
 from .cbuild import (

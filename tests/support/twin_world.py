@@ -63,9 +63,11 @@ def _source(file_name: str, build: str) -> str:
     )
 
 
-def build_twin_world(root: Path) -> TwinWheels:
+def build_twin_world(root: Path, torch_init: bytes = b"") -> TwinWheels:
     """Wheels for the fake torch and both builds of the four components: real ELF files
-    (cuDNN with the sub-libraries it dlopens, cudatx/data/runtime.json), real RECORDs."""
+    (cuDNN with the sub-libraries it dlopens, cudatx/data/runtime.json), real RECORDs.
+    `torch_init`: the fake torch's `__init__.py` (empty: `import torch` loads nothing; the
+    trial's tests give it `from torch._C import *`, as the real one loads its extension)."""
     out = root / "wheels"
     catalog = load_catalog()
     wheels: dict[str, list[Path]] = {"cu12": [], "cu13": []}
@@ -90,7 +92,7 @@ def build_twin_world(root: Path) -> TwinWheels:
         "torch",
         "2.9.1",
         {
-            "torch/__init__.py": b"",
+            "torch/__init__.py": torch_init,
             "torch/version.py": TORCH_VERSION_PY,
             f"torch/_C{ext_suffix()}": c_ext,
         },

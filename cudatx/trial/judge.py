@@ -1,0 +1,188 @@
+"""The trial's judge: the real interpreter and the real loader, in the shadow.
+
+Every top-level package of every distribution is imported in a fresh interpreter of the
+environment (`python -B -c 'import X'`: -B writes no bytecode), each with a timeout, as many
+at once as there are cores; then each framework's load steps (cudatx.trial.steps) and the
+user's own commands (`--trial-cmd`), with the environment's bin/ first on PATH. A check
+passes when its process exits 0; otherwise its error is the last line the interpreter (or
+the command) printed on stderr: for a failed import, the exception and its message
+("ImportError: libcudnn.so.9: cannot open shared object file: ...").
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from cudatx.models import Distribution
+from cudatx.trial.steps import STEPS
+
+IMPORT_TIMEOUT = 120.0  # seconds for one import: torch's takes 3 to 10 on a loaded machine
+COMMAND_TIMEOUT = 1800.0  # a user's own check may run a test suite
+
+
+@dataclass(frozen=True)
+class Check:
+    label: str  # "import torch", "--trial-cmd 'pytest -x'", a step's label
+    argv: tuple[str, ...]
+    timeout: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    error: str = ""  # the last line on stderr (else stdout), or why it did not finish
+
+
+def _is_module_name(name: str) -> bool:
+    return name.isidentifier() and name != "__pycache__"
+
+
+def top_levels(dist: Distribution) -> tuple[str, ...]:
+    """The top-level modules a distribution installs: its top_level.txt where it has one
+    (setuptools writes it), else the first component of each RECORD path under the site
+    folder that is a package, a .py module or an extension module."""
+    listed = os.path.join(dist.metadata_dir, "top_level.txt")
+    try:
+        with open(listed, encoding="utf-8") as handle:
+            names = [ln.strip().replace("/", ".").partition(".")[0] for ln in handle]
+        found = {n: None for n in names if _is_module_name(n)}
+        if found:
+            return tuple(found)
+    except (OSError, UnicodeDecodeError):
+        pass
+    out: dict[str, None] = {}
+    for entry in dist.records:
+        parts = entry.path.split("/")
+        if parts[0] in (os.curdir, os.pardir) or parts[0].endswith((".dist-info", ".data")):
+            continue
+        if len(parts) > 1:
+            name = parts[0]
+        elif parts[0].endswith(".py"):
+            name = parts[0][:-3]
+        elif parts[0].endswith(".so"):
+            name = parts[0].partition(".")[0]
+        else:
+            continue
+        if _is_module_name(name):
+            out.setdefault(name)
+    return tuple(out)
+
+
+def import_checks(
+    python: str, dists: Iterable[Distribution], timeout: float = IMPORT_TIMEOUT
+) -> tuple[dict[str, tuple[str, ...]], list[Check]]:
+    """One `import X` per top-level module of `dists`; and which distributions install each
+    module (a namespace such as `nvidia` has many)."""
+    owners: dict[str, list[str]] = {}
+    for dist in dists:
+        for name in top_levels(dist):
+            owners.setdefault(name, []).append(dist.name)
+    checks = [
+        Check(f"import {name}", (python, "-B", "-c", f"import {name}"), timeout)
+        for name in sorted(owners)
+    ]
+    return {k: tuple(v) for k, v in owners.items()}, checks
+
+
+def step_checks(python: str, sites: Sequence[str], timeout: float = IMPORT_TIMEOUT) -> list[Check]:
+    """The framework steps (cudatx.trial.steps) whose module is installed in `sites`."""
+
+    def installed(needs: str) -> bool:
+        for site in sites:
+            folder, stem = os.path.split(os.path.join(site, needs))
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                continue
+            if any(n == stem or n.startswith(stem + ".") for n in names):
+                return True
+        return False
+
+    return [
+        Check(step.label, (python, "-B", "-c", step.code), timeout)
+        for step in STEPS
+        if installed(step.needs)
+    ]
+
+
+def command_checks(commands: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> list[Check]:
+    return [Check(f"--trial-cmd {cmd!r}", ("/bin/sh", "-c", cmd), timeout) for cmd in commands]
+
+
+def judge_environ(
+    prefix: str, ld_library_path: str | None, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment every check runs in: the shadow's bin/ first on PATH, its prefix as
+    VIRTUAL_ENV, no bytecode written, and nothing that would make the interpreter import
+    from elsewhere (PYTHONPATH, PYTHONHOME, the user's site folder). PYTHONPYCACHEPREFIX
+    goes too: it moves where bytecode is read from, and an import that finds none there
+    compiles every module from source (torch's import took twice as long)."""
+    env = dict(os.environ if base is None else base)
+    hidden = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPYCACHEPREFIX")
+    for name in hidden:
+        env.pop(name, None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONNOUSERSITE"] = "1"
+    env["VIRTUAL_ENV"] = prefix
+    env["PATH"] = os.path.join(prefix, "bin") + os.pathsep + env.get("PATH", "")
+    if ld_library_path is not None:
+        env["LD_LIBRARY_PATH"] = ld_library_path
+    return env
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _run(check: Check, environ: Mapping[str, str], cwd: str | None) -> Outcome:
+    try:
+        done = subprocess.run(
+            list(check.argv),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=dict(environ),
+            cwd=cwd,
+            timeout=check.timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return Outcome(False, f"did not finish within {check.timeout:g} s")
+    except OSError as exc:
+        return Outcome(False, f"cannot run: {exc.strerror or exc}")
+    if done.returncode == 0:
+        return Outcome(True)
+    said = _last_line(done.stderr) or _last_line(done.stdout)
+    if done.returncode < 0:
+        said = f"killed by signal {-done.returncode}" + (f" ({said})" if said else "")
+    return Outcome(False, said or f"exit status {done.returncode}")
+
+
+def judge(
+    checks: Sequence[Check],
+    environ: Mapping[str, str],
+    *,
+    jobs: int | None = None,
+    cwd: str | None = None,
+) -> dict[str, Outcome]:
+    """Run every check, up to `jobs` at once (default: the cores); outcomes by label. The
+    user's commands run one at a time, after the rest: they may be heavy, and may depend on
+    each other."""
+    plain = [c for c in checks if not c.label.startswith("--trial-cmd")]
+    commands = [c for c in checks if c.label.startswith("--trial-cmd")]
+    workers = max(1, jobs or os.cpu_count() or 1)
+    out: dict[str, Outcome] = {}
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for check, outcome in zip(
+            plain, pool.map(lambda c: _run(c, environ, cwd), plain), strict=True
+        ):
+            out[check.label] = outcome
+    for check in commands:
+        out[check.label] = _run(check, environ, os.getcwd())
+    return out

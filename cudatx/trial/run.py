@@ -1,0 +1,194 @@
+"""A trial: the planned change made for real in a shadow of the environment, judged by the
+real interpreter before and after (cudatx.trial.session), the original never written.
+
+It runs the environment's code (every top-level package's import, each framework's load
+steps, the user's commands), as `--verify` does: only when asked (`--trial`), and never as
+root on an environment another user can write (refuse_root_on_shared).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cudatx.codec import encode
+from cudatx.environment import Environment
+from cudatx.errors import CudatxError, ExitCode, UnsafePaths
+from cudatx.models import PythonTarget
+from cudatx.planning.change import Change, uv_steps
+from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome
+from cudatx.trial.shadow import METHODS, Shadow, shadow
+from cudatx.trust import target_writers
+from cudatx.uv import UvOptions
+
+
+class TrialFailed(CudatxError):
+    """The trial itself could not run (its session died, the namespace vanished)."""
+
+    exit_code = ExitCode.TRIAL
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One judgement of the shadow: outcomes by check, and who installs each module."""
+
+    outcomes: dict[str, Outcome]
+    owners: dict[str, tuple[str, ...]]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    shadow: Shadow
+    before: Judged  # in a shadow of its own
+    after: Judged | None  # None: no change asked (doctor), or the change failed
+    uv_seconds: float
+    error: str | None  # uv's error in the shadow
+
+
+@dataclass(frozen=True)
+class TrialOptions:
+    commands: tuple[str, ...] = ()  # --trial-cmd
+    methods: tuple[str, ...] = METHODS  # shadow methods, in order of preference
+    timeout: float = IMPORT_TIMEOUT  # each import and step
+    jobs: int | None = None  # at once; None: the cores
+
+
+def refuse_root_on_shared(target: PythonTarget) -> None:
+    """A trial runs the environment's code: as root, never in an environment (or with an
+    interpreter) another user can write, whose code that user chose (as OpenSSH's
+    StrictModes refuses such files, auth.c safe_path). Who can write what is the one rule of
+    cudatx.trust (environment_writers: the prefix and the folders above it, its site folders
+    and what is directly in them, bin/, the interpreter)."""
+    if os.geteuid() != 0:
+        return
+    found = target_writers(target)
+    if found:
+        path = found[0].rsplit(" (", 1)[0]
+        raise UnsafePaths(
+            f"a trial runs the environment's code, and cudatx runs as root: {found[0]} can be "
+            "written by another user, who chose that code; run the trial as that user",
+            path=path,
+        )
+
+
+# Nothing is built in a trial, as in a dry run: uv_steps gives uv `--only-binary :all:`
+# unless the user passed --allow-build (cudatx.uv.pip_argv; uv refuses --no-build beside
+# it). --link-mode copy: uv's default hard-links files from its cache, and a write in the
+# shadow (a user's command) would then change the cache's bytes, which later installs copy.
+_INSTALL = ("--link-mode", "copy")
+
+
+def _judged(data: dict[str, object]) -> Judged:
+    outcomes = data["outcomes"]
+    owners = data["owners"]
+    seconds = data["seconds"]
+    assert isinstance(outcomes, dict) and isinstance(owners, dict)
+    assert isinstance(seconds, float | int)
+    return Judged(
+        {label: Outcome(bool(o["ok"]), str(o["error"])) for label, o in outcomes.items()},
+        {name: tuple(who) for name, who in owners.items()},
+        float(seconds),
+    )
+
+
+def run_trial(
+    env: Environment,
+    change: Change | None,
+    uv: str | None,
+    uv_options: UvOptions | Sequence[str],
+    options: TrialOptions,
+) -> TrialRun:
+    """Judge the environment in a shadow; with `change`, make it in a second shadow, fresh
+    from the original, and judge again (a check of the first judgement, a user's command,
+    may write anything in its shadow: it must not reach the second)."""
+    target = env.target
+    refuse_root_on_shared(target)
+    first, before, _, _ = _session(env, None, uv, uv_options, options)
+    assert before is not None  # _session raises where a judgement without a change fails
+    if change is None:
+        return TrialRun(first, before, None, 0.0, None)
+    second, after, uv_seconds, error = _session(env, change, uv, uv_options, options)
+    both = replace(
+        first,
+        seconds=first.seconds + second.seconds,
+        bytes_copied=first.bytes_copied + second.bytes_copied,
+    )
+    return TrialRun(both, before, after, uv_seconds, error)
+
+
+# The session runs this very cudatx, wherever it was imported from (an installed package, a
+# checkout put on sys.path by hand): its folder goes first on the child's sys.path.
+_SESSION = (
+    f"import sys; sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r}); "
+    "from cudatx.trial.session import main; sys.exit(main())"
+)
+
+
+def _session(
+    env: Environment,
+    change: Change | None,
+    uv: str | None,
+    uv_options: UvOptions | Sequence[str],
+    options: TrialOptions,
+) -> tuple[Shadow, Judged | None, float, str | None]:
+    """One shadow, made fresh: the change made in it (where given), then judged."""
+    target = env.target
+    with shadow(target.prefix, options.methods) as shade:
+        spec: dict[str, Any] = {
+            "mount": list(shade.mount),
+            "python": shade.relocate(target.python),
+            "prefix": shade.prefix,
+            "sites": [shade.relocate(s) for s in target.site_packages],
+            "ld_library_path": env.ld_library_path,
+            "timeout": options.timeout,
+            "jobs": options.jobs or os.cpu_count() or 1,
+            "commands": list(options.commands),
+            "change": change is not None,
+            "uv": [],
+            "withhold": [],
+            "kept": {},
+        }
+        if change is not None:
+            assert uv is not None
+            touched = (*change.removing, *change.reinstalling)
+            spec["uv"] = uv_steps(uv, shade.prefix, change, uv_options, _INSTALL)
+            spec["withhold"] = [json.loads(encode(_relocated(shade, d))) for d in touched]
+            spec["kept"] = {name: sorted(paths) for name, paths in change.kept.items()}
+        argv = [*shade.wrap, sys.executable, "-c", _SESSION]
+        try:
+            done = subprocess.run(
+                argv, input=json.dumps(spec), capture_output=True, text=True, check=False
+            )
+        except OSError as exc:
+            raise TrialFailed(f"cannot start the trial: {exc.strerror or exc}") from None
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+            raise TrialFailed(f"the trial failed: {lines[-1]}")
+        result = json.loads(done.stdout)
+    judged = result.get("judged")
+    error = result.get("error")
+    if judged is None and error is None:
+        raise TrialFailed("the trial failed: its session said nothing")
+    if judged is None and change is None:
+        raise TrialFailed(f"the trial failed: {error}")
+    return (
+        shade,
+        _judged(judged) if judged is not None else None,
+        float(result.get("uv_seconds", 0.0)),
+        error,
+    )
+
+
+def _relocated(shade: Shadow, dist: object) -> object:
+    from cudatx.models import Distribution
+
+    assert isinstance(dist, Distribution)
+    return replace(
+        dist, site=shade.relocate(dist.site), metadata_dir=shade.relocate(dist.metadata_dir)
+    )

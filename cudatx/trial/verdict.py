@@ -1,0 +1,177 @@
+"""Model and trial side by side: the plan's verdict for each top-level package beside what
+the real interpreter did in the shadow, and every disagreement named as such.
+
+A real break (worked before the change, fails after) makes the plan unsafe whatever the
+model said. Where the model expected a break the trial did not see, the model's evidence
+says why: a load only a run makes (a framework's run-time root, a library dlopened at run
+time) is one no import exercises, and only a GPU run would show it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from cudatx.discover.imports import imports_of
+from cudatx.models import Evidence
+from cudatx.planning.models import Plan, Trial, TrialCheck
+from cudatx.trial.run import Judged, TrialRun
+
+_RUN_TIME = (Evidence.DLOPEN, Evidence.DLOPEN_STRING, Evidence.OBSERVED)
+
+# The framework whose run-time roots a step exercises, as its label starts and as the
+# plan's BrokenRoot.framework names it (cudatx.analysis.frameworks).
+_STEP_FRAMEWORKS = (("JAX", "jax"), ("onnxruntime", "onnxruntime"), ("CuPy", "cupy"))
+
+
+def top_of(path: str, sites: tuple[str, ...]) -> str | None:
+    """The top-level module a file under a site folder belongs to."""
+    for site in sites:
+        rel = os.path.relpath(path, site)
+        if not rel.startswith(os.pardir):
+            return rel.split(os.sep)[0].partition(".")[0]
+    return None
+
+
+def model_breaks(plan: Plan, sites: tuple[str, ...]) -> dict[str, bool]:
+    """Top-level module -> whether every reason the model has for its break is a load only a
+    run makes (True) or not (False); modules the model says stay whole are absent."""
+    out: dict[str, bool] = {}
+
+    def add(top: str | None, run_time: bool) -> None:
+        if top:
+            out[top] = out.get(top, True) and run_time
+
+    for broken_root in plan.broken_roots:
+        add(top_of(broken_root.root, sites), broken_root.framework is not None)
+    for edge in plan.broken:
+        for root in edge.roots:
+            add(top_of(root, sites), edge.evidence in _RUN_TIME)
+    for loss in plan.losses:
+        for module in loss.imports:
+            add(module.partition(".")[0], False)
+    return out
+
+
+def _source_of(module: str, sites: tuple[str, ...]) -> str | None:
+    for site in sites:
+        for path in (os.path.join(site, module, "__init__.py"), os.path.join(site, f"{module}.py")):
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def through_imports(
+    breaks: dict[str, bool], modules: list[str], sites: tuple[str, ...]
+) -> dict[str, bool]:
+    """The model's breaks, carried along what each module imports as it is imported (read
+    from its source, cudatx.discover.imports): functorch imports torch at module level, so
+    where torch's import breaks, functorch's does too."""
+    out = dict(breaks)
+    imports = {}
+    for module in modules:
+        path = _source_of(module, sites)
+        imports[module] = imports_of(path, None) if path is not None else ()
+    changed = True
+    while changed:
+        changed = False
+        for module, names in imports.items():
+            if module in out:
+                continue
+            hit = [n for n in names if n in out and n != module]
+            if hit:
+                out[module] = all(out[n] for n in hit)
+                changed = True
+    return out
+
+
+def framework_word(label: str) -> str | None:
+    """The word a framework step's label shares with the loader's framework labels."""
+    return next((word for prefix, word in _STEP_FRAMEWORKS if label.startswith(prefix)), None)
+
+
+def _framework_breaks(plan: Plan, label: str) -> bool:
+    word = framework_word(label)
+    return word is not None and any(word in (r.framework or "").lower() for r in plan.broken_roots)
+
+
+def _trial_verdict(label: str, before: Judged, after: Judged) -> tuple[str, str | None]:
+    was, now = before.outcomes.get(label), after.outcomes.get(label)
+    if now is None:
+        return "removed", None
+    if was is None:  # arrives with the change
+        return ("loads", None) if now.ok else ("breaks", now.error)
+    if was.ok and now.ok:
+        return "loads", None
+    if was.ok:
+        return "breaks", now.error
+    if now.ok:
+        return "fixed", None
+    return "failed before", now.error
+
+
+def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
+    """The plan with its trial section; unsafe where the trial saw a real break."""
+    shade = run.shadow
+    after = run.after
+    if after is None:
+        trial = Trial(
+            method=shade.method,
+            shadow=shade.describe(),
+            shadow_seconds=shade.seconds,
+            bytes_copied=shade.bytes_copied,
+            uv_seconds=run.uv_seconds,
+            judge_seconds=run.before.seconds,
+            checks=0,
+            breaks=0,
+            roots=(),
+            disagreements=(),
+            error=run.error,
+        )
+        note = f"the trial could not make the change in the shadow: {run.error}"
+        return replace(plan, trial=trial, safe=False, notes=(*plan.notes, note))
+    owners = {**run.before.owners, **after.owners}
+    labels = dict.fromkeys([*run.before.outcomes, *after.outcomes])
+    modules = [x.removeprefix("import ") for x in labels if x.startswith("import ")]
+    modelled = through_imports(model_breaks(plan, sites), modules, sites)
+    rows: list[TrialCheck] = []
+    for label in labels:
+        verdict, error = _trial_verdict(label, run.before, after)
+        module = label.removeprefix("import ") if label.startswith("import ") else None
+        if label.startswith("--trial-cmd"):
+            model = "not modelled"
+        elif module is not None:
+            model = "breaks" if module in modelled else "loads"
+        else:
+            model = "breaks" if _framework_breaks(plan, label) else "loads"
+        disagreement = None
+        if verdict == "breaks" and model != "breaks":
+            disagreement = f"the model missed: {label} fails: {error}"
+        elif model == "breaks" and verdict in ("loads", "fixed"):
+            disagreement = f"the model expected a break the trial did not see: {label} works"
+            if module is not None and modelled.get(module):
+                disagreement += "; only a GPU run would show it (a load made at run time)"
+        rows.append(
+            TrialCheck(
+                check=label,
+                dists=owners.get(module or "", ()),
+                model=model,
+                trial=verdict,
+                error=error,
+                disagreement=disagreement,
+            )
+        )
+    breaks = sum(r.trial == "breaks" for r in rows)
+    trial = Trial(
+        method=shade.method,
+        shadow=shade.describe(),
+        shadow_seconds=shade.seconds,
+        bytes_copied=shade.bytes_copied,
+        uv_seconds=run.uv_seconds,
+        judge_seconds=run.before.seconds + after.seconds,
+        checks=len(after.outcomes),
+        breaks=breaks,
+        roots=tuple(rows),
+        disagreements=tuple(r.disagreement for r in rows if r.disagreement),
+    )
+    return replace(plan, trial=trial, safe=plan.safe and not breaks)
