@@ -68,8 +68,8 @@ def build_blind_world(root: Path) -> BlindWheels:
     return BlindWheels(out, blind, hidden, extra, ort)
 
 
-def blind_env(wheels: BlindWheels, venv: Path) -> Path:
-    """blindpkg with the hiddenlib it loads blindly."""
-    venv = make_venv(venv)
+def blind_env(wheels: BlindWheels, venv: Path, python: str | None = None) -> Path:
+    """blindpkg with the hiddenlib it loads blindly (`python`: the interpreter of the venv)."""
+    venv = make_venv(venv) if python is None else make_venv(venv, python)
     uv_install(venv, [wheels.blind, wheels.hidden])
     return venv

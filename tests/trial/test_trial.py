@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -218,11 +219,21 @@ def test_a_run_time_load_no_import_makes_is_named_as_the_trial_blind_spot(
     "how", ["world-writable folder above", "owned by another user", "a package of another user"]
 )
 def test_root_runs_no_trial_in_an_environment_another_user_can_write(
-    blind_wheels: BlindWheels, tmp_path: Path, how: str
+    blind_wheels: BlindWheels, tmp_path: Path, how: str, request: pytest.FixtureRequest
 ) -> None:
-    shared = tmp_path / "shared"
+    # Where every user can reach it, with an interpreter every user can run: as root, cudatx
+    # asks an interpreter another user can write as its owner (cudatx.trust), who could not
+    # reach a test's private tmp_path.
+    from tests.support.users import SYSTEM_PYTHON
+
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"no {SYSTEM_PYTHON} that every user can run")
+    top = Path(tempfile.mkdtemp(prefix="cudatx-trial-", dir="/tmp"))
+    top.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(top, ignore_errors=True))
+    shared = top / "shared"
     shared.mkdir()
-    venv = blind_env(blind_wheels, shared / "venv")
+    venv = blind_env(blind_wheels, shared / "venv", SYSTEM_PYTHON)
     if how == "owned by another user":
         os.chown(site_packages(venv), 65534, 65534)
     elif how == "a package of another user":
@@ -331,7 +342,7 @@ def test_the_help_says_a_trial_runs_the_environments_code(command: str) -> None:
 def test_the_trial_runs_the_uv_steps_the_apply_runs(tmp_path: Path) -> None:
     """One command, `remove cuda:13 --repair --yes --trial`, with a uv that logs each call:
     the trial's uninstall and reinstalls in the shadow are the apply's, word for word, but
-    for the trial's --no-build and --link-mode copy (the overlay keeps the prefix's path)."""
+    for the trial's --link-mode copy (the overlay keeps the prefix's path)."""
     from tests.support.venvs import uv_bin
 
     wheels = build_twin_world(tmp_path / "w", torch_init=TORCH_INIT)
@@ -353,9 +364,10 @@ def test_the_trial_runs_the_uv_steps_the_apply_runs(tmp_path: Path) -> None:
     # The trial's calls come first (in the shadow), then the apply's.
     assert len(changing) == 2 * (1 + len(CU13))  # the uninstall, then one reinstall each
     trial, applied = changing[: len(changing) // 2], changing[len(changing) // 2 :]
-    assert all("--no-build --link-mode copy" in c for c in trial if c.startswith("pip install"))
-    assert not any("--no-build" in c for c in applied)
-    assert [c.replace(" --no-build --link-mode copy", "") for c in trial] == applied
+    assert all("--link-mode copy" in c for c in trial if c.startswith("pip install"))
+    assert all("--only-binary :all:" in c for c in trial if c.startswith("pip install"))
+    assert not any("--link-mode" in c for c in applied)
+    assert [c.replace(" --link-mode copy", "") for c in trial] == applied
     assert "nothing that worked before fails after" in done.stdout
     # and the real environment, changed by the apply, imports as the trial said it would
     import subprocess
