@@ -28,7 +28,7 @@ from cudatx.analysis.commands import cudatx_line
 from cudatx.analysis.cuda import cuda_major_of_name
 from cudatx.cache import ScanCache
 from cudatx.environment import Environment
-from cudatx.errors import CudatxError
+from cudatx.errors import CudatxError, UsageError, needs_build
 from cudatx.models import Frozen, PythonTarget
 from cudatx.names import canonical_name
 from cudatx.planning import building
@@ -389,8 +389,15 @@ def check_conflicts(
     now, before = _read(path, target, extras)
     mode = _fresh_mode(mode, now)
     # uv builds an editable even under --no-build (cudatx.planning.building): named by its
-    # line before uv sees it, as check_file does.
-    building.refuse(building.unbuilt_pins(now.entries))
+    # line before uv sees it, as check_file does. This check never builds, --allow-build or
+    # not: that is --fresh's (or an environment's) to do.
+    unbuilt = building.unbuilt_pins(now.entries)
+    if unbuilt and planning.allow_build:
+        raise UsageError(
+            f"{needs_build(unbuilt).partition(': pass')[0]}: the check without an environment "
+            "never builds; pass --fresh (or --python) with --allow-build"
+        )
+    building.refuse(unbuilt)
     conflicts: tuple[Conflict, ...] = ()
     unhashed: tuple[Unhashed, ...] = ()
     records: tuple[WheelRecord, ...] = ()

@@ -266,11 +266,14 @@ def test_what_can_only_be_built_is_not_built(tmp_path: Path) -> None:
     )
     project = _project(tmp_path, f"srconly @ file://{source}\n")
     done = _check(project, "requirements.txt", "--offline", "-q")
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 16, done.stdout + done.stderr  # NeedsBuild, named by its line
     assert done.stderr == (
-        "cudatx: error: srconly (a local folder) can only be checked by building it; "
-        "cudatx never builds\n"
+        f"cudatx: error: srconly (requirements.txt:1: srconly @ file://{source}) can only be "
+        "checked by building it: pass --allow-build\n"
     )
+    allowed = _check(project, "requirements.txt", "--offline", "-q", "--allow-build")
+    assert allowed.returncode == 2, allowed.stdout + allowed.stderr
+    assert "the check without an environment never builds; pass --fresh" in allowed.stderr
     assert not marker.exists()
 
 

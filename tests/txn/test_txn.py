@@ -293,7 +293,7 @@ def test_prune_frees_old_snapshots_never_the_latest(venv: Venv) -> None:
     store = venv.path / ".cudatx" / "transactions"
     pruned = run(venv, "history", "prune", "--keep", "1")
     assert pruned.returncode == 0, pruned.stderr
-    assert pruned.stdout == "Freed the snapshots of 1 transactions.\n"
+    assert pruned.stdout == "Freed the snapshot of 1 transaction.\n"
     assert not (store / old / "snapshot").exists()
     assert (store / new / "snapshot").is_dir()
     assert len(run(venv, "history").stdout.splitlines()) == 2  # journals stay
