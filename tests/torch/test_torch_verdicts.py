@@ -152,6 +152,35 @@ def story(
     shutil.rmtree(env, ignore_errors=True)
 
 
+def test_a_trial_of_the_seed_removal_sees_import_torch_fail_and_the_repair_keep_it(
+    story: tuple[str, dict[str, str], dict[str, str], str, Path],
+) -> None:
+    """The seed environment itself (issue 25): `remove cuda:13 --dry-run --trial` is unsafe,
+    the trial showing `import torch` failing on libcudnn.so.9 in its shadow; with --repair
+    the trial sees every import still working. Runs before the cure below changes `env`."""
+    version, _, _, selector, env = story
+    done = _cudatx(env, "remove", selector, "--dry-run", "--trial", "--json")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr
+    trial = json.loads(done.stdout)["trial"]
+    torch = {r["check"]: r for r in trial["roots"]}["import torch"]
+    if version == "2.9.1":
+        # The seed: torch imports before (on the CUDA 13 bytes), and not after.
+        assert (torch["model"], torch["trial"]) == ("breaks", "breaks"), torch
+        assert "libcudnn.so.9" in torch["error"], torch
+    else:
+        # torch 2.14.1 with the cu12 four over its own: its import already fails (cu12's
+        # NCCL lacks ncclCommResume), as doctor says; removing the four alone keeps it
+        # failing, now on the files the removal deletes.
+        assert torch["trial"] == "failed before", torch
+        assert "libcudnn.so.9" in torch["error"], torch
+    repaired = _cudatx(env, "remove", selector, "--repair", "--dry-run", "--trial", "--json")
+    assert repaired.returncode == 0, repaired.stdout[-2000:] + repaired.stderr
+    after = json.loads(repaired.stdout)["trial"]
+    assert [r["check"] for r in after["roots"] if r["trial"] == "breaks"] == [], after
+    fixed = {r["check"]: r for r in after["roots"]}["import torch"]
+    assert fixed["trial"] == ("loads" if version == "2.9.1" else "fixed"), fixed
+
+
 def test_the_cure_is_safe_then_applied_restores_torchs_own_builds(
     story: tuple[str, dict[str, str], dict[str, str], str, Path],
 ) -> None:
