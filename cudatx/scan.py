@@ -306,8 +306,13 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
     contexts = _contexts(env, catalog, view)
     by_folder = {os.path.join(c.package_dir, ""): c for c in contexts}
     have = {env.keys(r) for r in env.roots}
+    # A load leaves with the code that makes it: a change that deletes the .py file whose
+    # code loads a library by path takes that load away (plugapp's `__init__` loading its
+    # libhost.so goes with plugapp), the file it loaded then being no root.
     hand_roots = tuple(
-        dict.fromkeys(h.path for h in env.hand_loads if env.keys(h.path) not in have)
+        dict.fromkeys(
+            h.path for h in env.hand_loads if env.keys(h.path) not in have and not view.gone(h.by)
+        )
     )
     roots = (*env.roots, *hand_roots)
     loader = RootLoader(
@@ -484,6 +489,8 @@ def _hand_preloads(
     (elf/dl-load.c `_dl_map_object` reuses a loaded object of that name)."""
     by_name: dict[str, list[HandLoaded]] = {}
     for hand in env.hand_loads:
+        if view.gone(hand.by):
+            continue  # its code leaves with the change (see the hand roots in replay)
         info = view.probe(hand.path).info
         names = {os.path.basename(hand.path), *([info.soname] if info and info.soname else [])}
         for name in names:
