@@ -20,7 +20,14 @@ import pytest
 
 from tests.support import uv_bin
 from tests.support.cli import cudatx
-from tests.support.frameworks_judge import actual, judge, libcuda_stub, predicted
+from tests.support.frameworks_judge import (
+    actual,
+    judge,
+    libcuda_stub,
+    predicted,
+    torch_breaks,
+    torch_broken_in,
+)
 from tests.support.torch_env import copy_env, download_wheels, frameworks_env
 
 pytestmark = pytest.mark.slow
@@ -109,7 +116,7 @@ def test_each_removal_breaks_exactly_what_the_judge_sees(
         assert done.returncode == 0, done.stderr
         after = {context: judge(copy, stub, context) for context in ("alone", "torch")}
         seen = actual(before, after)
-        if said != seen:
+        if said != seen or torch_broken_in(plan) != torch_breaks(after):
             wrong[wheel] = (said, seen)
         subprocess.run(["rm", "-rf", str(folder)], check=True)
     assert not wrong, wrong
