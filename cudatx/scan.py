@@ -116,7 +116,7 @@ def scan(
             known += [p for p in listed if p not in known]
     keys = PathKeys()
     owners = Owners(distributions, keys)
-    installed = _installed_frameworks(target.site_packages, owners, keys, view)
+    installed = _installed_frameworks(_framework_sites(target), owners, keys, view)
     hand, unread_loads = _hand_loads(distributions, installed, target, cache)
     # A root only where the file is a shared library now: a plan replays it after the
     # change whatever then stands there.
@@ -220,6 +220,13 @@ def _hand_loads(
         loads += found.loads
         unread += [(dist.name, u) for u in found.unread]
     return tuple(loads), tuple(unread)
+
+
+def _framework_sites(target: PythonTarget) -> tuple[str, ...]:
+    """The folders a framework is imported from, in the order Python's import looks: every
+    sys.path entry (a .pth adds folders beside site-packages: onnxruntime installed in one
+    of its own), then the site folders."""
+    return tuple(dict.fromkeys((*(e for e in target.sys_path if e), *target.site_packages)))
 
 
 def _installed_frameworks(
@@ -364,7 +371,7 @@ def _frameworks(
     what each framework's reader read (or why it could not)."""
     runs: list[FrameworkRun] = []
     reads = []
-    for found in _installed_frameworks(env.target.site_packages, env.owners, env.keys, view):
+    for found in _installed_frameworks(_framework_sites(env.target), env.owners, env.keys, view):
         loads = read_installed(found, view, view.cache)
         reads.append((found, loads))
         if not loads.read:
@@ -489,6 +496,8 @@ def _hand_preloads(
     (elf/dl-load.c `_dl_map_object` reuses a loaded object of that name)."""
     by_name: dict[str, list[HandLoaded]] = {}
     for hand in env.hand_loads:
+        if view.gone(hand.by):
+            continue  # its code leaves with the change (see the hand roots in replay)
         info = view.probe(hand.path).info
         names = {os.path.basename(hand.path), *([info.soname] if info and info.soname else [])}
         for name in names:

@@ -232,8 +232,8 @@ def _framework_notes(env: Environment) -> list[str]:
     out: dict[str, None] = dict.fromkeys(frameworks.read_notes(env))
     by_label: dict[str, list[str]] = defaultdict(list)
     for state in frameworks.states(env):
-        if state.label.startswith("cupy's module"):
-            continue  # one line per CuPy module would drown the rest
+        if state.module:
+            continue  # one line per lazily imported module (CuPy's) would drown the rest
         word = "loads" if state.works else f"does not load ({state.failing})"
         by_label[state.label].append(f"{word} {state.context}")
     for label, said in by_label.items():

@@ -36,6 +36,7 @@ class ContextState(Frozen):
     works: bool
     failing: str | None = None  # the first need that fails, as "libcurand.so.10 not found"
     unavailable: bool = False  # an optional module whose library nothing here installs
+    module: bool = False  # the root is an extension module imported when first used (CuPy's)
 
 
 class ContextChange(Frozen):
@@ -161,6 +162,7 @@ def states(env: Environment) -> tuple[ContextState, ...]:
                 works=load.ok,
                 failing=None if load.ok else _says(_failing(load)),
                 unavailable=unavailable(env, load),
+                module=run.root.is_module,
             )
         )
     return tuple(out)

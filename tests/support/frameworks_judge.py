@@ -13,7 +13,8 @@ interpreter of an environment, no GPU needed.
 
 The driver's `libcuda.so.1` is absent here: a stub of that name defining every driver API
 symbol the frameworks' libraries import is loaded first (cudatx never needs one). The
-context "torch" runs `import torch` first.
+context "torch" runs `import torch` first; where that raises, every root fails there (the
+process stops before reaching them).
 """
 
 from __future__ import annotations
@@ -30,13 +31,21 @@ JUDGE = r"""
 import ctypes, glob, importlib, importlib.util, json, os, sys
 
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+torch_failed = None
 if sys.argv[2] == "torch":
-    import torch  # noqa: F401
+    try:
+        import torch  # noqa: F401
+    except BaseException as exc:  # noqa: BLE001
+        # The process stops at `import torch`: no root loads after it.
+        torch_failed = "FAILED: import torch: " + ((str(exc).splitlines() or [""])[0])[:300]
 site = glob.glob(os.path.join(sys.prefix, "lib", "python3*", "site-packages"))[0]
 out = {}
 
 
 def run(label, fn):
+    if torch_failed is not None:
+        out[label] = torch_failed
+        return
     try:
         fn()
     except BaseException as exc:  # noqa: BLE001
@@ -167,10 +176,24 @@ def predicted(plan: dict[str, Any]) -> set[tuple[str, str]]:
 def actual(
     before: dict[str, dict[str, str]], after: dict[str, dict[str, str]]
 ) -> set[tuple[str, str]]:
-    """(root label, context) of every root the judge loaded before and not after."""
+    """(root label, context) of every root the judge loaded before and not after; not those
+    of a process that stopped at `import torch` (the plan names torch's own break for that:
+    see torch_breaks)."""
     return {
         (label, context_of(label, context))
         for context, verdicts in after.items()
         for label, verdict in verdicts.items()
-        if before[context].get(label) == "ok" and verdict != "ok"
+        if before[context].get(label) == "ok"
+        and verdict != "ok"
+        and not verdict.startswith("FAILED: import torch:")
     }
+
+
+def torch_breaks(after: dict[str, dict[str, str]]) -> bool:
+    """Whether `import torch` itself failed in the judge's torch process."""
+    return any(v.startswith("FAILED: import torch:") for v in after.get("torch", {}).values())
+
+
+def torch_broken_in(plan: dict[str, Any]) -> bool:
+    """Whether a plan says torch's own extension module stops loading."""
+    return any("/torch/_C." in r["root"] for r in plan["broken_roots"])

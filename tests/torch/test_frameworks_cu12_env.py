@@ -20,7 +20,14 @@ import pytest
 
 from tests.support import uv_bin
 from tests.support.cli import cudatx
-from tests.support.frameworks_judge import actual, judge, libcuda_stub, predicted
+from tests.support.frameworks_judge import (
+    actual,
+    judge,
+    libcuda_stub,
+    predicted,
+    torch_breaks,
+    torch_broken_in,
+)
 from tests.support.torch_env import copy_env, frameworks_cu12_env
 
 pytestmark = pytest.mark.slow
@@ -104,6 +111,8 @@ def test_a_removal_breaks_exactly_what_the_judge_sees(
     assert done.returncode == 0, done.stderr
     after = {context: judge(copy, stub, context) for context in ("alone", "torch")}
     assert said == actual(before, after), (plan["broken_roots"], plan["contexts"], after)
+    # Where `import torch` itself stops, the plan says so by torch's own extension module.
+    assert torch_broken_in(plan) == torch_breaks(after), plan["broken_roots"]
     assert not plan["safe"]
 
 
