@@ -40,11 +40,12 @@ def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_ru
     accepted = allows_other_writers()
     target = start_query(python, accept_writers=accepted).result()
     output.info(f"Using Python {target.version} environment at: {target.prefix}")
+    if not dry_run:  # a dry run restores nothing: it may look at anyone's environment
+        refuse_target_writers(target, accepted=accepted, what="restores")
     journal = pending(target.prefix, txn)
     if dry_run:
         click.echo(would_roll_back(journal), nl=False)
         return 0
-    refuse_target_writers(target, accepted=accepted, what="restores")
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to roll back")
