@@ -77,6 +77,7 @@ PLAN_KEYS = {
     "contexts",
     "prefix",
     "safe",
+    "trial",  # null unless --trial (issue 25)
     "remove",
     "reinstall",
     "install",
