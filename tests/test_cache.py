@@ -159,14 +159,24 @@ def test_dist_info_changed_is_read_again(env: ExtWorld, tmp_path: Path, settled_
     assert dist is not None and dist.version == "1.0.post1"
 
 
-def test_another_version_empties_the_cache(
-    env: ExtWorld, tmp_path: Path, settled_now: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("__version__", "999"), ("source_crc", lambda package: 12345)],
+    ids=["another version", "another fingerprint of the sources"],
+)
+def test_another_version_or_fingerprint_empties_the_cache(
+    env: ExtWorld,
+    tmp_path: Path,
+    settled_now: None,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    value: object,
 ) -> None:
     folder = tmp_path / "cache"
     _scan(env, folder)
     assert _rows(folder) > 0
     cache_module._fingerprint.cache_clear()
-    monkeypatch.setattr(cache_module, "__version__", "999")
+    monkeypatch.setattr(cache_module, name, value)
     try:
         opened = open_cache({"CUDATX_CACHE_DIR": str(folder)})
         assert opened is not None
@@ -206,23 +216,6 @@ def test_a_new_module_changes_the_fingerprint(tmp_path: Path) -> None:
     before = cache_module.source_crc(package)
     (package / "discover" / "newreader.py").write_text("")
     assert cache_module.source_crc(package) != before
-
-
-def test_another_fingerprint_empties_the_cache(
-    env: ExtWorld, tmp_path: Path, settled_now: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    folder = tmp_path / "cache"
-    _scan(env, folder)
-    assert _rows(folder) > 0
-    cache_module._fingerprint.cache_clear()
-    monkeypatch.setattr(cache_module, "source_crc", lambda package: 12345)
-    try:
-        opened = open_cache({"CUDATX_CACHE_DIR": str(folder)})
-        assert opened is not None
-        opened.close()
-        assert _rows(folder) == 0
-    finally:
-        cache_module._fingerprint.cache_clear()
 
 
 def test_a_failure_of_the_reading_code_is_never_kept_as_a_fact(
