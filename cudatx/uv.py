@@ -7,8 +7,10 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cudatx.errors import CudatxError, ExitCode, NeedsBuild, UsageError, needs_build
 
@@ -157,25 +159,57 @@ def _unbuilt(said: str) -> list[str]:
     return names or (["a source distribution"] if found else [])
 
 
+def _run(
+    argv: Sequence[str],
+    *,
+    tied: bool,
+    pass_fds: Sequence[int],
+    heard: Callable[[str], None] | None,
+) -> subprocess.CompletedProcess[str]:
+    options: dict[str, Any] = {
+        "text": True,
+        "stdin": subprocess.DEVNULL,
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.PIPE,
+        "preexec_fn": _dies_with(os.getpid()) if tied else None,
+        "pass_fds": tuple(pass_fds),
+    }
+    if heard is None:
+        return subprocess.run(argv, check=False, **options)
+    with subprocess.Popen(argv, **options) as started:
+        stdout, stderr = started.stdout, started.stderr
+        assert stdout is not None and stderr is not None
+        out: list[str] = []
+        # stdout is drained beside stderr: a full pipe of one would stall uv on the other.
+        reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
+        reader.start()
+        err: list[str] = []
+        for line in stderr:
+            err.append(line)
+            heard(line.strip())
+        reader.join()
+        code = started.wait()
+    return subprocess.CompletedProcess(list(argv), code, "".join(out), "".join(err))
+
+
 def run_uv(
-    uv: str, args: Sequence[str], *, tied: bool = False, pass_fds: Sequence[int] = ()
+    uv: str,
+    args: Sequence[str],
+    *,
+    tied: bool = False,
+    pass_fds: Sequence[int] = (),
+    heard: Callable[[str], None] | None = None,
 ) -> str:
     """Run uv; its stdout and stderr together. A failure is UvFailed with uv's own error.
 
     `tied`: uv dies with cudatx (see _dies_with), for the uv that changes an environment;
     `pass_fds`: descriptors it inherits (the transaction's lock, so that no rollback can
-    start while a uv of the transaction still runs)."""
+    start while a uv of the transaction still runs); `heard`: told each line uv writes on
+    stderr as it writes it (uv's "Downloading torch (846.0MiB)", which it prints off a
+    terminal too), so that a wait can say what it waits for."""
     argv = [uv, *args]
     try:
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_dies_with(os.getpid()) if tied else None,
-            pass_fds=tuple(pass_fds),
-        )
+        done = _run(argv, tied=tied, pass_fds=pass_fds, heard=heard)
     except OSError as exc:
         raise UvFailed(f"cannot run {uv}: {exc.strerror or exc}") from None
     if done.returncode != 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple, TextIO
@@ -187,11 +188,19 @@ class Steps:
             self.open = False
 
 
+# What uv says on stderr while it downloads or builds, off a terminal too ("Downloading
+# torch (846.0MiB)", "Building foo==1.0"): the line a wait shows after its own words.
+_UV_PROGRESS = re.compile(r"^(Downloading|Building) \S")
+
+
 @contextlib.contextmanager
-def waiting(what: str, *, disabled: bool = False) -> Iterator[None]:
+def waiting(what: str, *, disabled: bool = False) -> Iterator[Callable[[str], None]]:
     """A wait a person at a terminal sees: `cudatx: WHAT...` on stderr as it starts, the
     same with its time once it ends (only on a terminal, never under -q, --json or
-    --no-progress: `disabled`)."""
+    --no-progress: `disabled`). What it yields is told uv's stderr lines as they come: a
+    download or a build among them is the line until the next (`cudatx: Downloading torch
+    (846.0MiB)...`, cut to the terminal's width); the wait's own words end it."""
+    import shutil
     import time
 
     from cudatx.progress import wanted
@@ -201,10 +210,17 @@ def waiting(what: str, *, disabled: bool = False) -> Iterator[None]:
     if shown:
         sys.stderr.write(f"cudatx: {what}...")
         sys.stderr.flush()
+
+    def heard(line: str) -> None:
+        if shown and _UV_PROGRESS.match(line):
+            width = shutil.get_terminal_size().columns
+            sys.stderr.write(f"\r\x1b[K{f'cudatx: {line}...'[: width - 1]}")
+            sys.stderr.flush()
+
     started = time.monotonic()
     ended = "failed after"
     try:
-        yield
+        yield heard
         ended = "done in"
     finally:
         if shown:

@@ -29,6 +29,12 @@ from cudatx.planning.simulate import kept_entries
 from cudatx.planning.stage import Arrival, ask_uv, stage
 from cudatx.uv import ALLOW_BUILD, UvFailed, UvOptions, find_uv, pip_argv
 
+Heard = Callable[[str], None]  # told each line uv writes on stderr, as it writes it
+
+
+def _deaf(line: str) -> None:
+    """Hears nothing: a wait no one is shown."""
+
 
 def find_uv_default() -> str:
     """The uv package's binary."""
@@ -102,8 +108,9 @@ class Planning:
     uv_options: tuple[str, ...] = ()  # uv's words for where wheels come from
     # Each wait on uv (resolving, staging: downloads), told as it starts and ends, so that a
     # person at a terminal sees within a second what a plan waits for (the CLI's
-    # cudatx.cli.output.waiting); by default nothing is told.
-    waiting: Callable[[str], AbstractContextManager[object]] = lambda what: nullcontext()
+    # cudatx.cli.output.waiting); what it yields is told each line uv writes on stderr as
+    # the wait goes on (its "Downloading torch (846.0MiB)"). By default nothing is told.
+    waiting: Callable[[str], AbstractContextManager[Heard]] = lambda what: nullcontext(_deaf)
 
     @property
     def allow_build(self) -> bool:
@@ -120,8 +127,10 @@ def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
             building.refuse(building.unbuilt_specs(a.spec for a in wanted))
         prefix, site = env.target.prefix, env.target.install_site
         into = os.path.join(folder, "repair")
-        with planning.waiting(f"Staging {_count(len(wanted), 'reinstall')} with uv"):
-            staged = stage(planning.uv(), prefix, site, wanted, into, planning.uv_options)
+        with planning.waiting(f"Staging {_count(len(wanted), 'reinstall')} with uv") as heard:
+            staged = stage(
+                planning.uv(), prefix, site, wanted, into, planning.uv_options, heard=heard
+            )
         missing = {d.name for d in fixes} - {d.name for d in staged}
         if missing:
             raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")
@@ -216,8 +225,8 @@ def propose(
         # Before uv is asked: uv builds an editable even under --no-build (planning.building).
         building.refuse(building.unbuilt_args(command, args, env.target.markers))
     uv = planning.uv()
-    with planning.waiting(f"Resolving with uv (uv pip {command} --dry-run)"):
-        asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options)
+    with planning.waiting(f"Resolving with uv (uv pip {command} --dry-run)") as heard:
+        asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options, heard)
     if not planning.allow_build:
         building.refuse(building.unbuilt_specs(a.spec for a in asked.arriving))
     removing = list(select(env, replacing, ())) if replacing else []
@@ -234,9 +243,9 @@ def propose(
         site = env.target.install_site
         into = os.path.join(folder, "install")
         what = f"Staging {_count(len(asked.arriving), 'distribution')} with uv (it downloads what "
-        with planning.waiting(what + "its cache lacks)"):
+        with planning.waiting(what + "its cache lacks)") as heard:
             installing = stage(
-                uv, env.target.prefix, site, asked.arriving, into, planning.uv_options
+                uv, env.target.prefix, site, asked.arriving, into, planning.uv_options, heard
             )
         missing = {a.name for a in asked.arriving} - {d.name for d in installing}
         if missing:

@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from cudatx.discover.dists import scan_distributions
@@ -63,12 +63,18 @@ def parse_dry_run(output: str) -> UvPlan:
 
 
 def ask_uv(
-    uv: str, prefix: str, command: str, args: Sequence[str], options: Sequence[str]
+    uv: str,
+    prefix: str,
+    command: str,
+    args: Sequence[str],
+    options: Sequence[str],
+    heard: Callable[[str], None] | None = None,
 ) -> UvPlan:
     """`uv pip COMMAND --dry-run OPTIONS ARGS` for the environment at `prefix`: what would
-    change."""
+    change. `heard`: told each line uv writes on stderr (cudatx.uv.run_uv)."""
     with _no_new_lock_file(prefix):
-        output = run_uv(uv, [*pip_argv(command, prefix, "--dry-run", options=options), *args])
+        argv = [*pip_argv(command, prefix, "--dry-run", options=options), *args]
+        output = run_uv(uv, argv, heard=heard)
     return parse_dry_run(output)
 
 
@@ -96,9 +102,11 @@ def stage(
     arriving: Sequence[Arrival],
     folder: str,
     options: Sequence[str],
+    heard: Callable[[str], None] | None = None,
 ) -> tuple[Distribution, ...]:
     """Install `arriving` under `folder` as uv would into the environment at `prefix`
-    (whose site folder is `site`), and read them back: their `site` is the staged one.
+    (whose site folder is `site`), and read them back: their `site` is the staged one;
+    `heard` is told each line uv writes on stderr (its downloads).
 
     `--python` gives uv the target interpreter, so it picks the wheels the real install
     would (same tags); `--no-deps` because the dry run already chose every distribution.
@@ -106,18 +114,12 @@ def stage(
     if not arriving:
         return ()
     with _no_new_lock_file(prefix):
-        _stage(uv, prefix, arriving, folder, options)
+        argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", options=options)
+        run_uv(uv, [*argv, *(a.spec for a in arriving)], heard=heard)
     staged_site = os.path.join(folder, os.path.relpath(site, prefix))
     staged, _ = scan_distributions((staged_site,))
     wanted = {a.name for a in arriving}
     return tuple(d for d in staged if d.name in wanted)
-
-
-def _stage(
-    uv: str, prefix: str, arriving: Sequence[Arrival], folder: str, options: Sequence[str]
-) -> None:
-    argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", options=options)
-    run_uv(uv, [*argv, *(a.spec for a in arriving)])
 
 
 def relocate(dist: Distribution, site: str) -> Distribution:

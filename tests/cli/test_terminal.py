@@ -168,6 +168,26 @@ def test_every_wait_on_uv_is_shown_as_it_starts(demo: Path, tmp_path: Path) -> N
         assert "Staging" not in silent.err, silent.err
 
 
+def test_a_download_is_shown_with_its_size(demo: Path, tmp_path: Path) -> None:
+    """A wait on uv that downloads says what, and how big, as uv says it (a 3 MiB wheel from
+    a real index over HTTP on 127.0.0.1, which uv fetches while it stages)."""
+    from tests.support import build_wheel
+    from tests.support.http_index import serve_index
+
+    store = tmp_path / "index"
+    store.mkdir()
+    payload = os.urandom(3 * 1024 * 1024)  # incompressible: the wheel stays 3 MiB
+    build_wheel(store, "bigpkg", "1.0", {"bigpkg/__init__.py": b"", "bigpkg/blob.bin": payload})
+    with serve_index(store) as (url, _):
+        done = in_terminal(
+            "install", "bigpkg", "--dry-run", "--no-deps", "--index-url", url,
+            "--color", "never", "--python", _venv(demo),
+        )  # fmt: skip
+    assert done.returncode in (0, 1), done.err
+    assert "\r\x1b[Kcudatx: Downloading bigpkg (3.0MiB)..." in done.err, done.err
+    assert re.search(r"cudatx: Staging 1 distribution with uv .*: done in ", done.err), done.err
+
+
 def test_quiet_keeps_errors(demo: Path) -> None:
     done = in_terminal("-q", "why", "libnothing.so.1", "--python", _venv(demo))
     assert done.returncode == 4
