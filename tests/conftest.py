@@ -1,4 +1,4 @@
-"""Session-wide settings: the suite's own uv runs, and cudatx's scan cache."""
+"""Suite-wide settings: each module's uv cache and scratch folders, and cudatx's scan cache."""
 
 from __future__ import annotations
 
@@ -23,18 +23,29 @@ def _variable(name: str, value: str) -> Iterator[None]:
             os.environ[name] = before
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _uv_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Every uv the suite starts (its own and cudatx's) uses a cache that dies with the run.
+@pytest.fixture(scope="module", autouse=True)
+def _module_scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What one test module builds dies with the module: its uv cache and every folder its
+    module-scoped fixtures made with `tmp_path_factory.mktemp`.
 
-    uv keys a wheel installed from a file by its path, so each run's wheels in fresh temporary
-    folders add new entries to the user's cache that nothing ever reads again: the CUDA 12
-    cuDNN alone is 1.1 GB unpacked per install, and CI machines ran out of disk (os error 28).
+    Every uv the module starts (the suite's own and cudatx's) uses a cache of its own: uv
+    keys a wheel installed from a file by its path, so the wheels of each module, in fresh
+    temporary folders, are new entries (the CUDA 12 cuDNN alone is 1.1 GB unpacked). Kept
+    for the whole run, the caches and the torch worlds built over them reached 11 GB and
+    more, and CI machines ran out of disk (os error 28) at 81% of the suite. What a failed
+    test kept for its reader (its own tmp_path, named after the test, `test_...`) stays.
     """
+    base = tmp_path_factory.getbasetemp()
+    before = set(os.listdir(base))
     cache = tmp_path_factory.mktemp("uv-cache")
     with _variable("UV_CACHE_DIR", str(cache)):
         yield
-    shutil.rmtree(cache, ignore_errors=True)
+    for name in set(os.listdir(base)) - before:
+        path = base / name
+        if path.is_symlink():  # pytest's NAMEcurrent, to the newest NAMEN
+            path.unlink(missing_ok=True)
+        elif not name.startswith("test"):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
