@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 TORCH = "2.14.1"
 
@@ -80,24 +81,46 @@ def pip_install_or_skip(env: Path, specs: Sequence[str], *, built: Path) -> None
 
 def download_wheels(names: list[str], folder: Path, *, deps: bool = False) -> list[Path]:
     """Wheels from the package index, with pip (which knows this machine's indexes): one per
-    name (or `name==version`) is returned; with `deps`, what they require lands in `folder`
-    too."""
+    name (or `name==version`) is returned; with `deps`, what they require is fetched too.
+
+    Each wheel is downloaded once into ~/.cache/cudatx-tests/wheels and kept there, and the
+    paths returned are that store's: uv keys a wheel installed from a file by its path, so
+    the same file in a fresh folder per test was a new unpacked copy in uv's cache each
+    time (the CUDA 12 cuDNN eighteen times over, 20 GB, in one CI run). `folder` gets hard
+    links to every wheel of this call, for a test that hands it to uv as --find-links."""
+    store = Path.home() / ".cache" / "cudatx-tests" / "wheels"
+    store.mkdir(parents=True, exist_ok=True)
     no_deps = [] if deps else ["--no-deps"]
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", *no_deps, "-d", str(folder), *names],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    with open(store.parent / ".wheels.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two runs downloading one file would tear it
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", *no_deps, "-d", str(store), *names],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=store,
+        )
     if done.returncode != 0:
         pytest.skip(f"pip could not download {' '.join(names)}: {done.stderr.strip()[-200:]}")
+    # pip names each file it saved, or found already there: "Saved ./x.whl", "File was
+    # already downloaded /path/x.whl".
+    said = re.findall(r"(?:Saved|File was already downloaded) (\S+\.whl)", done.stdout)
+    got = [store / Path(path).name for path in said]
+    folder.mkdir(parents=True, exist_ok=True)
+    for wheel in got:
+        linked = folder / wheel.name
+        if not linked.exists():
+            try:
+                os.link(wheel, linked)
+            except OSError:  # another filesystem
+                shutil.copy2(wheel, linked)
     wheels = []
     for spec in names:
-        name = re.split(r"[=<>!~;\[ ]", spec, maxsplit=1)[0]
-        found = sorted(folder.glob(name.replace("-", "_") + "-*.whl"))
+        name = canonicalize_name(re.split(r"[=<>!~;\[ @]", spec, maxsplit=1)[0])
+        found = [w for w in got if parse_wheel_filename(w.name)[0] == name]
         if not found:
-            pytest.skip(f"pip downloaded no wheel for {name}")
-        wheels.append(found[-1])
+            pytest.skip(f"pip downloaded no wheel for {name}: {done.stdout.strip()[-200:]}")
+        wheels.append(found[0])
     return wheels
 
 
