@@ -23,6 +23,7 @@ from cudatx.analysis.problems import (
 )
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Evidence, Frozen, Status
+from cudatx.names import counted
 
 SCHEMA_VERSION = 1
 
@@ -212,7 +213,7 @@ def _verdict(errors: list[Problem], warnings: list[Problem], fixes: tuple[str, .
         # The verdict stands alone (it is all `doctor -q` prints): it says where the rest is
         # without pointing "below".
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        count = f"{len(errors)} error{'s' * (len(errors) != 1)}"
+        count = f"{counted(len(errors), 'error')}"
         if len(fixes) == 1:
             cure = f"To fix {'it' if len(errors) == 1 else 'them'}, run: {fixes[0]}"
         elif fixes:
@@ -221,7 +222,7 @@ def _verdict(errors: list[Problem], warnings: list[Problem], fixes: tuple[str, .
             cure = "No command cudatx knows fixes this; doctor's findings say why."
         return f"{count}: {head}{more}. {cure}"
     if warnings:
-        count = f"{len(warnings)} warning{'s' * (len(warnings) != 1)}"
+        count = f"{counted(len(warnings), 'warning')}"
         return f"Nothing fails to load. {count}: {warnings[0].what}."
     return "No problems: everything that loads here loads, and every requirement is met."
 

@@ -14,6 +14,7 @@ from cudatx.cli.options import (
     python_option,
 )
 from cudatx.errors import UsageError
+from cudatx.names import counted
 
 
 @click.command()
@@ -96,7 +97,7 @@ def history_prune(keep: int, python: str | None) -> int:
 
     pruned = prune(_prefix(python), keep)
     n = len(pruned)
-    click.echo(f"Freed the snapshot{'s' * (n != 1)} of {n} transaction{'s' * (n != 1)}.")
+    click.echo(f"Freed the snapshot{'s' * (n != 1)} of {counted(n, 'transaction')}.")
     return 0
 
 

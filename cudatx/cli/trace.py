@@ -13,6 +13,7 @@ from cudatx.cli.options import (
     python_option,
 )
 from cudatx.errors import UsageError
+from cudatx.names import counted
 
 
 @click.command(context_settings={"allow_interspersed_args": False})
@@ -57,7 +58,7 @@ def trace(
         from cudatx.txn.trace import clear as clear_traces
 
         removed = clear_traces(target.prefix, command)
-        click.echo(f"Removed {len(removed)} trace record{'s' * (len(removed) != 1)}.")
+        click.echo(f"Removed {counted(len(removed), 'trace record')}.")
         return 0
     from cudatx.trust import refuse_target_writers
     from cudatx.txn.trace import trace as run_traced

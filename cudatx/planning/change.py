@@ -21,6 +21,7 @@ from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
 from cudatx.errors import CondaOwned, NotInEnvironment, UnsafePaths
 from cudatx.models import Distribution
+from cudatx.names import counted
 from cudatx.planning import building
 from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
@@ -127,7 +128,7 @@ def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
             building.refuse(building.unbuilt_specs(a.spec for a in wanted))
         prefix, site = env.target.prefix, env.target.install_site
         into = os.path.join(folder, "repair")
-        with planning.waiting(f"Staging {_count(len(wanted), 'reinstall')} with uv") as heard:
+        with planning.waiting(f"Staging {counted(len(wanted), 'reinstall')} with uv") as heard:
             staged = stage(
                 planning.uv(), prefix, site, wanted, into, planning.uv_options, heard=heard
             )
@@ -169,10 +170,6 @@ def refuse_conda(env: Environment, leaving: Sequence[Distribution], arriving: st
         f"and never changes conda's packages; {verb}: {command} (or the same with mamba)",
         path=records[0].metadata_dir,
     )
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def refuse_escaping(dists: Sequence[Distribution], prefix: str) -> None:
@@ -242,7 +239,7 @@ def propose(
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         site = env.target.install_site
         into = os.path.join(folder, "install")
-        what = f"Staging {_count(len(asked.arriving), 'distribution')} with uv (it downloads what "
+        what = f"Staging {counted(len(asked.arriving), 'distribution')} with uv (it downloads what "
         with planning.waiting(what + "its cache lacks)") as heard:
             installing = stage(
                 uv, env.target.prefix, site, asked.arriving, into, planning.uv_options, heard

@@ -18,6 +18,7 @@ from cudatx.analysis.ownership import Ownership, conda_record_of
 from cudatx.discover.confinement import Withheld, withheld
 from cudatx.environment import Environment
 from cudatx.models import Distribution
+from cudatx.names import counted
 from cudatx.planning.diff import diff
 from cudatx.planning.models import Plan, Repair, name_version
 from cudatx.planning.simulate import kept_entries, record_keys, simulate
@@ -198,7 +199,7 @@ def _kept_note(env: Environment, removing: tuple[Distribution, ...]) -> tuple[st
 
 
 def _paths(entries: list[str]) -> str:
-    return f"{len(entries)} path{'s' * (len(entries) != 1)}"
+    return f"{counted(len(entries), 'path')}"
 
 
 def _withheld_note(found: Iterable[Withheld]) -> tuple[str, ...]:

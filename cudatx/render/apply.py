@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from cudatx.names import counted
 from cudatx.txn.apply import Applied, Phase
 from cudatx.txn.journal import Package
 
@@ -64,7 +65,7 @@ def summary(applied: Applied, prefix: str) -> str:
     saved = applied.snapshot
     copied = saved.bytes - saved.linked
     lines.append(
-        f"Snapshot: {saved.files} file{'s' * (saved.files != 1)}, {size(saved.bytes)} on disk "
+        f"Snapshot: {counted(saved.files, 'file')}, {size(saved.bytes)} on disk "
         f"({size(saved.linked)} of it hard links to the old files, {size(copied)} copied) "
         f"in {applied.folder}; "
         f"`{shlex.join(['cudatx', 'history', 'prune', '--keep', '1', '--python', prefix])}` "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from cudatx.documents import dump
+from cudatx.names import counted
 from cudatx.planning.checkreq import Check, FileCheck
 from cudatx.planning.conflicts import Brought, Conflict, culprits
 from cudatx.render import plan as render_plan
@@ -90,5 +91,5 @@ def summary(check: FileCheck) -> str:
         f"{n} from {s}" if s != "file" else f"{n} from files" for s, n in by_source.items()
     )
     count = len(check.wheels)
-    head = f"{check.path}: {count} wheel{'s' * (count != 1)} for Python {check.python}"
+    head = f"{check.path}: {counted(count, 'wheel')} for Python {check.python}"
     return head + (f" ({said}; {moved / 1e6:.1f} MB transferred)" if check.wheels else "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from cudatx.analysis.doctor import DoctorReport, DoctorTrial
 from cudatx.analysis.problems import Problem, Severity
 from cudatx.documents import dump_json
+from cudatx.names import counted
 
 _CONSEQUENCES = 6  # lines under one finding; --json lists them all
 
@@ -42,7 +43,7 @@ def to_text(report: DoctorReport) -> str:
         names = [u.name for u in report.unprovided]
         shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
         lines.append(
-            f"note: {len(names)} name{'s' * (len(names) != 1)} in .rodata strings "
+            f"note: {counted(len(names), 'name')} in .rodata strings "
             f"{'do' if len(names) != 1 else 'does'} not load here (optional run-time "
             f"loads: {shown}); `cudatx why NAME` says who names them, --strict counts them"
         )
@@ -53,10 +54,7 @@ def to_text(report: DoctorReport) -> str:
     counts = (
         "no problems"
         if not report.problems
-        else (
-            f"{report.errors} error{'s' * (report.errors != 1)}, "
-            f"{report.warnings} warning{'s' * (report.warnings != 1)}"
-        )
+        else (f"{counted(report.errors, 'error')}, {counted(report.warnings, 'warning')}")
     )
     lines.append(counts)
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ import shlex
 from typing import Any
 
 from cudatx.documents import dump
+from cudatx.names import counted
 from cudatx.txn.journal import Journal, Package, State
 
 SCHEMA_VERSION = 1
@@ -17,8 +18,7 @@ def to_text(journals: list[Journal], prefix: str | None = None) -> str:
     if not journals:
         return f"No transactions recorded for {prefix or 'this environment'}.\n"
     lines = [
-        f"{j.id}  {j.created}  {j.state.value:<12}  "
-        f"{j.changes} change{'s' * (j.changes != 1)}  {j.command}"
+        f"{j.id}  {j.created}  {j.state.value:<12}  {counted(j.changes, 'change')}  {j.command}"
         for j in journals
     ]
     return "".join(line + "\n" for line in lines)

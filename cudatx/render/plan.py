@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cudatx.documents import dump_json
+from cudatx.names import counted
 from cudatx.paths import display_path as shown
 from cudatx.planning.models import Broken, NameVersion, Plan, Rebound, TraceRun, Trial
 
@@ -15,39 +16,33 @@ def to_json(plan: Plan) -> str:
     return dump_json(plan, indent=2)
 
 
-def _count(n: int, noun: str) -> str:
-    if n == 1:
-        return f"{n} {noun}"
-    return f"{n} {noun[:-1]}ies" if noun.endswith("y") else f"{n} {noun}s"
-
-
 def verdict(plan: Plan) -> str:
     """One line: safe, or what would stop working."""
     if plan.safe:
         return "Safe: nothing that loads now would stop loading."
     parts = []
     if plan.broken_roots:
-        parts.append(_count(len(plan.broken_roots), "import") + " would fail")
+        parts.append(counted(len(plan.broken_roots), "import") + " would fail")
     if plan.broken:
-        parts.append(_count(len({b.soname for b in plan.broken}), "library") + " would not load")
+        parts.append(counted(len({b.soname for b in plan.broken}), "library") + " would not load")
     if plan.mixed:
         parts.append(
-            "torch would load " + _count(len(plan.mixed), "library") + " of another CUDA major"
+            "torch would load " + counted(len(plan.mixed), "library") + " of another CUDA major"
         )
     if plan.losses:
         n = len(plan.losses)
         stay = "1 package that stays" if n == 1 else f"{n} packages that stay"
         parts.append(f"{stay} would lose files their RECORD lists")
     if plan.requirements_broken:
-        parts.append(_count(len(plan.requirements_broken), "requirement") + " would be unmet")
+        parts.append(counted(len(plan.requirements_broken), "requirement") + " would be unmet")
     if any(c.breaks for c in plan.contexts):
         parts.append(
-            _count(sum(c.breaks for c in plan.contexts), "framework context") + " would break"
+            counted(sum(c.breaks for c in plan.contexts), "framework context") + " would break"
         )
     if plan.strict and plan.at_risk:
-        parts.append(_count(len({b.soname for b in plan.at_risk}), "run-time load") + " may fail")
+        parts.append(counted(len({b.soname for b in plan.at_risk}), "run-time load") + " may fail")
     if plan.trial is not None and plan.trial.breaks:
-        parts.append(_count(plan.trial.breaks, "check") + " failed in the trial")
+        parts.append(counted(plan.trial.breaks, "check") + " failed in the trial")
     if not parts and plan.notes:
         parts.append(plan.notes[-1])
     return "Unsafe: " + "; ".join(parts) + "."
@@ -72,12 +67,12 @@ def _packages(plan: Plan) -> list[str]:
 
     def section(verb: str, items: list[NameVersion], sign: str, why: str = "") -> None:
         if items:
-            lines.append(f"Would {verb} {_count(len(items), 'package')}{why}")
+            lines.append(f"Would {verb} {counted(len(items), 'package')}{why}")
             lines.extend(f" {sign} {p.name}=={p.version}" for p in items)
 
     section("uninstall", removed, "-")
     if changed:
-        lines.append(f"Would change {_count(len(changed), 'package')}")
+        lines.append(f"Would change {counted(len(changed), 'package')}")
         lines.extend(f" ~ {old.name} {old.version} -> {new.version}" for old, new in changed)
     section("install", added, "+")
     # ` ~ `, as uv marks a reinstall and as the summary of the apply does: the package stays.
@@ -148,11 +143,11 @@ def _rebinds(rebound: tuple[Rebound, ...], sites: tuple[str, ...]) -> list[str]:
         if len(names) > _SHOWN_NAMES:
             text += f" and {len(names) - _SHOWN_NAMES} more"
         lines.append(
-            f"  {_count(len(group), 'need')} ({text}): to {who}'s{build} (--json lists them)"
+            f"  {counted(len(group), 'need')} ({text}): to {who}'s{build} (--json lists them)"
         )
     if same:
         lines.append(
-            f"Would rebind {_count(same, 'need')} to other files of the same distributions "
+            f"Would rebind {counted(same, 'need')} to other files of the same distributions "
             "(--json lists them)"
         )
     return lines
@@ -192,8 +187,8 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
         lines.append('Frameworks\' contexts (README, "Frameworks"):')
         lines += _contexts(plan)
     if plan.at_risk:
-        counted = "counted: --strict" if plan.strict else "not counted without --strict"
-        lines.append(f"May fail at run time (named only by strings in .rodata; {counted}):")
+        strict = "counted: --strict" if plan.strict else "not counted without --strict"
+        lines.append(f"May fail at run time (named only by strings in .rodata; {strict}):")
         lines += _broken(_grouped(plan.at_risk), sites)
     if plan.requirements_broken:
         lines.append("Would leave requirements unmet:")
@@ -223,7 +218,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
         ]
     lines += _rebinds(plan.rebound, sites)
     if plan.cures:
-        lines.append(f"Cures {_count(len(plan.cures), 'error')} doctor reports now:")
+        lines.append(f"Cures {counted(len(plan.cures), 'error')} doctor reports now:")
         lines += [f"  {c.what}" for c in plan.cures]
     if plan.preexisting:
         lines.append(
@@ -267,10 +262,10 @@ def trial_lines(trial: Trial) -> list[str]:
     if broke:
         lines += [f"  x {r.check} fails: {r.error}" for r in broke]
     else:
-        lines.append(f"  nothing that worked before fails after ({_count(trial.checks, 'check')})")
+        lines.append(f"  nothing that worked before fails after ({counted(trial.checks, 'check')})")
     before = sum(r.trial == "failed before" for r in trial.roots)
     if before:
-        lines.append(f"  {_count(before, 'check')} failed before the change too (not counted)")
+        lines.append(f"  {counted(before, 'check')} failed before the change too (not counted)")
     if trial.disagreements:
         lines.append("  Model and trial disagree:")
         lines += [f"    {d}" for d in trial.disagreements]

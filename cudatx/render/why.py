@@ -5,6 +5,7 @@ from __future__ import annotations
 from cudatx.analysis.why import Owner, Route, WhyReport
 from cudatx.documents import dump_json
 from cudatx.models import Attempt, Evidence, How, Outcome, Status
+from cudatx.names import counted
 from cudatx.paths import display_path
 
 _MAX_NEEDERS = 8  # the JSON lists them all
@@ -40,7 +41,7 @@ def answer(report: WhyReport, sites: tuple[str, ...]) -> str:
     route = report.routes[report.answer]
     needers = len(route.needed_by)
     if route.status is not Status.RESOLVED:
-        count = f"{needers} object{'s' * (needers != 1)}"
+        count = f"{counted(needers, 'object')}"
         line = f"{short(route.name)} {route.status.value} for {count}: {route.detail}"
         if route.system_package is not None:  # the file that would have to change
             line += f" ({short(route.file)} is from {route.system_package})"

@@ -32,6 +32,7 @@ from cudatx.errors import (
     StoreError,
     VerificationFailed,
 )
+from cudatx.names import counted
 from cudatx.planning.change import Proposal, refuse_escaping
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
@@ -166,10 +167,6 @@ class _Clock:
             )
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' * (n != 1)}"
-
-
 def apply_change(
     env: Environment,
     proposal: Proposal,
@@ -262,7 +259,7 @@ def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
         for d in env.distributions
     )
     try:
-        with clock.phase("snapshot", _count(len(touched), "file")):
+        with clock.phase("snapshot", counted(len(touched), "file")):
             saved, outside = snapshot.take(
                 work.store.txn_dir(txn), touched, work.folders, installed, prefix=prefix
             )
@@ -468,7 +465,7 @@ def _run_uv(work: _Work) -> None:
 
     if change.removing:
         journal.step(State.UNINSTALLING)
-        with clock.phase("uninstall", _count(len(change.removing), "package")) as said:
+        with clock.phase("uninstall", counted(len(change.removing), "package")) as said:
             argv = [*pip_argv("uninstall", prefix), *(d.name for d in change.removing)]
             said.append(run_uv(uv, argv))
         journal.step(State.UNINSTALLED)
@@ -476,14 +473,14 @@ def _run_uv(work: _Work) -> None:
         # Exactly what the dry run chose and the plan simulated: pinned, --no-deps.
         journal.step(State.INSTALLING)
         specs = [spec for _, spec in change.installing]
-        with clock.phase("install", _count(len(specs), "package")) as said:
+        with clock.phase("install", counted(len(specs), "package")) as said:
             argv = [*pip_argv("install", prefix, "--no-deps", options=options), *specs]
             said.append(run_uv(uv, argv))
         journal.step(State.INSTALLED)
     if not change.reinstalling:
         return
     journal.step(State.REINSTALLING)
-    with clock.phase("reinstall", _count(len(change.reinstalling), "package")) as said:
+    with clock.phase("reinstall", counted(len(change.reinstalling), "package")) as said:
         for dist in change.reinstalling:
             argv = pip_argv(
                 "install", prefix, "--no-deps", "--reinstall-package", dist.name, options=options

@@ -14,7 +14,7 @@ from cudatx.digest import file_state
 from cudatx.discover.dists import scan_distributions
 from cudatx.errors import Conflict, Interrupted, NothingToRollBack, StoreError, UsageError
 from cudatx.models import Distribution
-from cudatx.names import canonical_name
+from cudatx.names import canonical_name, counted
 from cudatx.trust import identity, refuse_foreign
 from cudatx.txn import snapshot
 from cudatx.txn.beneath import Root, canonical, lexical
@@ -240,7 +240,7 @@ def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:
             changed = [p for p, h in journal.after.items() if file_state(p) != h]
             if changed:
                 raise Conflict(
-                    f"{len(changed)} file{'s' * (len(changed) != 1)} changed since transaction "
+                    f"{counted(len(changed), 'file')} changed since transaction "
                     f"{txn} "
                     f"(e.g. {changed[0]}); --force to roll back anyway"
                 )
