@@ -20,8 +20,10 @@ from cudatx import __version__
 from cudatx.errors import CudatxError, ExitCode, one_line
 
 if TYPE_CHECKING:
+    from cudatx.cli.options import Target
     from cudatx.discover.target import Query
     from cudatx.environment import Environment
+    from cudatx.models import PythonTarget
 
 
 class Invocation(NamedTuple):
@@ -40,50 +42,42 @@ def invocation() -> Invocation:
 
 
 @contextlib.contextmanager
-def scanned(
-    python: str | None, ld_library_path: str | None, *, echo: bool = True, changes: bool = False
-) -> Iterator[Environment]:
+def scanned(target: Target, *, echo: bool = True, changes: bool = False) -> Iterator[Environment]:
     """The target, scanned with the cache and a progress bar for as long as the command
-    runs; `echo`: say which environment on stderr, as uv does. `changes`: the command will
-    change the environment or run its interpreter (uv does): refused where another user can
-    write them, unless --allow-other-writers (cudatx.trust); a command that only reads says
-    so in a warning instead."""
+    runs; `echo`: say which environment on stderr, as uv does, before the scan (and its
+    bar) starts. `changes`: the command will change the environment or run its interpreter
+    (uv does): refused where another user can write them, unless --allow-other-writers
+    (cudatx.trust); a command that only reads says so in a warning instead. Both refusals,
+    and that of an interrupted transaction, come before the scan."""
     import time
 
     import cudatx.cli.output as output
-    from cudatx.discover.target import start_query
     from cudatx.progress import Bar, wanted
     from cudatx.scan import scanning
 
-    ctx = click.get_current_context()
+    started = time.monotonic()
+    query = target.asked()
+    said = query.result()  # the interpreter's answer, which every scan of it reuses
+    if echo:
+        output.info(f"Using Python {said.version} environment at: {said.prefix}")
+    refuse_unfinished(said.prefix)
+    _whose(said, query, changes=changes, accepted=target.allow_other_writers)
     stream = sys.stderr
     bar = None
-    quiet = bool(output.current().quiet)
-    if wanted(stream, os.environ, disabled=quiet or bool(ctx.meta.get("cudatx.no_progress"))):
+    quiet = bool(target.output.quiet)
+    if wanted(stream, os.environ, disabled=quiet or not target.progress):
         bar = Bar(stream, colour=output.coloured(err=True))
-    started = time.monotonic()
-    query = ctx.meta.pop("cudatx.query", None)
-    accepted = bool(ctx.meta.get("cudatx.allow_other_writers"))
-    if ctx.meta.get("cudatx.query_for") != python or query is None:
-        # Not started yet, or for another interpreter than the one chosen since.
-        query = start_query(python, accept_writers=accepted)
     try:
         with scanning(
-            python,
-            ld_library_path=ld_library_path,
-            use_cache=not ctx.meta.get("cudatx.no_cache"),
+            target.python,
+            ld_library_path=target.ld_library_path,
+            use_cache=target.use_cache,
             progress=bar,
             query=query,
         ) as env:
             if bar is not None:
                 bar.finish()
                 bar = None
-            if echo:
-                output.info(
-                    f"Using Python {env.target.version} environment at: {env.target.prefix}"
-                )
-            refuse_unfinished(env.target.prefix)
-            _whose(env, query, changes=changes, accepted=accepted)
             cache = env.view.cache
             output.debug(
                 f"scanned {sum(len(p) for p in env.libraries.values())} libraries and "
@@ -128,13 +122,13 @@ def refuse_unfinished(prefix: str) -> None:
     )
 
 
-def _whose(env: Environment, query: Query, *, changes: bool, accepted: bool) -> None:
+def _whose(said: PythonTarget, query: Query, *, changes: bool, accepted: bool) -> None:
     """Refuse a change of an environment others can write (cudatx.trust), or say of one a
     command only reads that others can write it, and as whom its interpreter ran."""
     import cudatx.cli.output as output
     from cudatx.trust import refuse_other_writers, target_writers
 
-    found = target_writers(env.target)
+    found = target_writers(said)
     if changes:
         refuse_other_writers(found, accepted=accepted, what="deletes or writes")
     elif found and not accepted:

@@ -7,12 +7,7 @@ import sys
 import click
 
 import cudatx.cli.output as output
-from cudatx.cli.options import (
-    allows_other_writers,
-    json_option,
-    other_writers_option,
-    python_option,
-)
+from cudatx.cli.options import json_option, other_writers_option, python_option
 from cudatx.errors import UsageError
 
 
@@ -27,7 +22,14 @@ from cudatx.errors import UsageError
     is_flag=True,
     help="Say which transaction and what it would restore; change nothing.",
 )
-def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_run: bool) -> int:
+def rollback(
+    txn: str | None,
+    python: str | None,
+    allow_other_writers: bool,
+    force: bool,
+    yes: bool,
+    dry_run: bool,
+) -> int:
     """Put the environment back as it was before transaction ID (default: the latest), from
     the bytes cudatx saved: no network, no package index."""
     from cudatx.discover.target import require_environment, start_query
@@ -36,8 +38,8 @@ def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_ru
     from cudatx.txn.rollback import pending
     from cudatx.txn.rollback import rollback as roll_back
 
-    require_environment(python)
-    accepted = allows_other_writers()
+    require_environment(python)  # before the interpreter runs: it finds, and runs nothing
+    accepted = allow_other_writers
     target = start_query(python, accept_writers=accepted).result()
     output.info(f"Using Python {target.version} environment at: {target.prefix}")
     if not dry_run:  # a dry run restores nothing: it may look at anyone's environment
@@ -62,7 +64,6 @@ def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_ru
 @click.pass_context
 def history(ctx: click.Context, python: str | None, as_json: bool) -> int:
     """The transactions recorded for this environment."""
-    ctx.meta["cudatx.history_python"] = python
     if ctx.invoked_subcommand is not None:
         return 0
     from cudatx.discover.target import find_target
@@ -83,7 +84,8 @@ def _prefix(python: str | None) -> str:
     """The environment of a `history` subcommand: its own --python, else the group's."""
     from cudatx.discover.target import find_target
 
-    chosen = python or click.get_current_context().meta.get("cudatx.history_python")
+    parent = click.get_current_context().parent  # the `history` group's, as click parsed it
+    chosen = python or (parent.params.get("python") if parent is not None else None)
     return find_target(chosen).prefix
 
 
