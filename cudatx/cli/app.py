@@ -8,15 +8,17 @@ and `--version` stay quick (and import none of networkx, pydantic, the ELF libra
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shlex
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
 from cudatx import __version__
+from cudatx.cli.output import Output, settled
 from cudatx.errors import CudatxError, ExitCode, one_line
 
 if TYPE_CHECKING:
@@ -30,6 +32,9 @@ class Invocation(NamedTuple):
     """The command line cudatx was started with (sys.argv, or main's argv from Python)."""
 
     argv: tuple[str, ...]
+    # The output settings the command settled on (with_output), for `main`, which reports
+    # an error after click's contexts are gone: filled once, as the command starts.
+    said: list[Output]
 
     @property
     def command_line(self) -> str:
@@ -38,7 +43,25 @@ class Invocation(NamedTuple):
 
 def invocation() -> Invocation:
     found = click.get_current_context().find_object(Invocation)
-    return found if found is not None else Invocation(tuple(sys.argv[1:]))
+    return found if found is not None else Invocation(tuple(sys.argv[1:]), [])
+
+
+def with_output(command: click.Command) -> None:
+    """Hand `command` its output settings as a value: --color, -q and -v, given before the
+    subcommand or after it (cudatx.cli.output.settled), arrive as `out: Output`."""
+    run = command.callback
+    assert run is not None
+
+    @functools.wraps(run)
+    def started(*args: Any, color: str | None, quiet: int, verbose: int, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        out = settled(ctx)
+        found = ctx.find_object(Invocation)
+        if found is not None:
+            found.said[:] = [out]
+        return run(*args, out=out, **kwargs)
+
+    command.callback = started
 
 
 @contextlib.contextmanager
@@ -51,22 +74,21 @@ def scanned(target: Target, *, echo: bool = True, changes: bool = False) -> Iter
     and that of an interrupted transaction, come before the scan."""
     import time
 
-    import cudatx.cli.output as output
     from cudatx.progress import Bar, wanted
     from cudatx.scan import scanning
 
     started = time.monotonic()
     query = target.asked()
     said = query.result()  # the interpreter's answer, which every scan of it reuses
+    out = target.output
     if echo:
-        output.info(f"Using Python {said.version} environment at: {said.prefix}")
-    refuse_unfinished(said.prefix)
-    _whose(said, query, changes=changes, accepted=target.allow_other_writers)
+        out.info(f"Using Python {said.version} environment at: {said.prefix}")
+    refuse_unfinished(out, said.prefix)
+    _whose(out, said, query, changes=changes, accepted=target.allow_other_writers)
     stream = sys.stderr
     bar = None
-    quiet = bool(target.output.quiet)
-    if wanted(stream, os.environ, disabled=quiet or not target.progress):
-        bar = Bar(stream, colour=output.coloured(err=True))
+    if wanted(stream, os.environ, disabled=bool(out.quiet) or not target.progress):
+        bar = Bar(stream, colour=out.coloured(err=True))
     try:
         with scanning(
             target.python,
@@ -79,7 +101,7 @@ def scanned(target: Target, *, echo: bool = True, changes: bool = False) -> Iter
                 bar.finish()
                 bar = None
             cache = env.view.cache
-            output.debug(
+            out.debug(
                 f"scanned {sum(len(p) for p in env.libraries.values())} libraries and "
                 f"{len(env.roots)} load roots in {time.monotonic() - started:.2f}s"
                 + (
@@ -94,27 +116,26 @@ def scanned(target: Target, *, echo: bool = True, changes: bool = False) -> Iter
             bar.finish()
 
 
-def refuse_unfinished(prefix: str) -> None:
+def refuse_unfinished(out: Output, prefix: str) -> None:
     """Every command that reads an environment first says, as an error whose fix is
     `cudatx rollback`, that a transaction left it half changed (Interrupted, exit 8): what it
     would say of a half-changed environment (a doctor's fix, a dry run's "safe") is wrong.
     One that is running now (it holds the lock) is a warning: what is read may change."""
     import shlex
 
-    import cudatx.cli.output as output
     from cudatx.errors import Interrupted, StoreError
     from cudatx.trust import transaction_running, unfinished_transactions
 
     try:
         found = unfinished_transactions(prefix)
     except StoreError as exc:
-        output.warn(f"cannot tell whether a transaction was left unfinished: {exc.message}")
+        out.warn(f"cannot tell whether a transaction was left unfinished: {exc.message}")
         return
     if not found:
         return
     txn, state = found[-1]
     if transaction_running(prefix):
-        output.warn(f"transaction {txn} is running ({state}): what is read here may change")
+        out.warn(f"transaction {txn} is running ({state}): what is read here may change")
         return
     raise Interrupted(
         f"transaction {txn} was interrupted ({state}) and left the environment half changed; "
@@ -122,10 +143,9 @@ def refuse_unfinished(prefix: str) -> None:
     )
 
 
-def _whose(said: PythonTarget, query: Query, *, changes: bool, accepted: bool) -> None:
+def _whose(out: Output, said: PythonTarget, query: Query, *, changes: bool, accepted: bool) -> None:
     """Refuse a change of an environment others can write (cudatx.trust), or say of one a
     command only reads that others can write it, and as whom its interpreter ran."""
-    import cudatx.cli.output as output
     from cudatx.trust import refuse_other_writers, target_writers
 
     found = target_writers(said)
@@ -136,7 +156,7 @@ def _whose(said: PythonTarget, query: Query, *, changes: bool, accepted: bool) -
         if query.run_as is not None:
             ran = f"; its interpreter was run as uid {query.run_as[0]}, not as root"
         more = f" and {len(found) - 1} more" if len(found) > 1 else ""
-        output.warn(
+        out.warn(
             f"{found[0]}{more}: another user can write this environment{ran}; a change of it "
             "is refused unless --allow-other-writers"
         )
@@ -155,7 +175,7 @@ def _whose(said: PythonTarget, query: Query, *, changes: bool, accepted: bool) -
 )
 @click.version_option(__version__, "-V", "--version", prog_name="cudatx")
 @click.pass_context
-def cli(ctx: click.Context) -> int:
+def cli(ctx: click.Context, color: str | None, quiet: int, verbose: int) -> int:
     """Plan and check package changes in CUDA Python environments before they break loading."""
     if ctx.invoked_subcommand is None:
         # Bare `cudatx`: the help, as pip prints it (exit 0), not a usage error.
@@ -166,19 +186,19 @@ def cli(ctx: click.Context) -> int:
 _OUTPUT_LINES = 40
 
 
-def _error(message: str) -> None:
-    from cudatx.cli.output import coloured, error_label
-
-    click.echo(f"cudatx: {error_label()}: {one_line(message)}", err=True, color=coloured(err=True))
+def _error(run: Invocation, message: str) -> None:
+    out = run.said[-1] if run.said else Output()  # before a command started: the defaults
+    click.echo(
+        f"cudatx: {out.error_label()}: {one_line(message)}", err=True, color=out.coloured(err=True)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every refusal is one line on stderr and a documented exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    run = Invocation(tuple(args), [])
     try:
-        code = cli.main(
-            args=args, prog_name="cudatx", standalone_mode=False, obj=Invocation(tuple(args))
-        )
+        code = cli.main(args=args, prog_name="cudatx", standalone_mode=False, obj=run)
     except CudatxError as exc:
         if exc.output.strip():
             # What a failing command said (--verify's output), before the one line of why;
@@ -187,13 +207,13 @@ def main(argv: list[str] | None = None) -> None:
             if len(said) > _OUTPUT_LINES:
                 click.echo(f"... ({len(said) - _OUTPUT_LINES} lines before)", err=True)
             click.echo("\n".join(said[-_OUTPUT_LINES:]), err=True)
-        _error(exc.message)
+        _error(run, exc.message)
         sys.exit(int(exc.exit_code))
     except click.exceptions.Abort:
         click.echo("cudatx: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        _error(exc.format_message())
+        _error(run, exc.format_message())
         sys.exit(ExitCode.USAGE if exc.exit_code == 2 else exc.exit_code)
     except KeyboardInterrupt:
         click.echo("cudatx: interrupted", err=True)

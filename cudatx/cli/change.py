@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.app import invocation, scanned
 from cudatx.cli.options import (
     ChangeRequest,
@@ -23,6 +22,7 @@ from cudatx.cli.options import (
     trial_options,
     uv_options,
 )
+from cudatx.cli.output import Steps, confirm
 from cudatx.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ def _command_words(
 def _planning(request: ChangeRequest, source: UvSource, target: Target) -> Planning:
     return planning(
         source,
+        target.output,
         repair=request.repair,
         check_requirements=request.check_requirements,
         strict=request.strict,
@@ -91,8 +92,9 @@ def _carry_out(
     from cudatx.render import colour
     from cudatx.render import plan as render
 
+    out = target.output
     if trial is not None:
-        output.info(
+        out.info(
             "cudatx: --trial: making the change in a shadow of the environment and importing "
             "every package before and after (this runs the environment's code)"
         )
@@ -102,7 +104,7 @@ def _carry_out(
         click.echo(render.to_json(plan))
     else:
         command = cudatx_line(env, words, uv=source.options.args())
-        output.report(render.to_text(plan, command, env.target.site_packages), paint=colour.plan)
+        out.report(render.to_text(plan, command, env.target.site_packages), paint=colour.plan)
     if request.dry_run:
         return 0 if plan.safe else ExitCode.FINDINGS
     # Imported only to apply: a dry run, the pre-commit hook's case, reads nothing of txn.
@@ -114,8 +116,8 @@ def _carry_out(
     if not request.yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to apply the plan")
-        output.confirm("Proceed?")
-    steps = output.Steps(disabled=request.as_json or not target.progress)
+        confirm("Proceed?")
+    steps = Steps(out, disabled=request.as_json or not target.progress)
     options = ApplyOptions(
         uv=source.uv,
         uv_options=source.options,
@@ -125,7 +127,7 @@ def _carry_out(
         force=request.force,
         allow_other_writers=target.allow_other_writers,
         command=invocation().command_line,
-        warn=output.warn,
+        warn=out.warn,
         progress=steps,
     )
     # The rescan asks the interpreter nothing: its answer is the target's, and the sys.path
@@ -146,9 +148,9 @@ def _carry_out(
     finally:
         steps.end()
     text = render_apply.summary(applied, env.target.prefix)
-    if target.output.quiet:
+    if out.quiet:
         text = text.splitlines()[-1] + "\n"  # the transaction and its undo, as a verdict
-    output.echo(text, err=True, nl=False, paint=colour.summary)
+    out.echo(text, err=True, nl=False, paint=colour.summary)
     return 0
 
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.app import scanned
 from cudatx.cli.options import (
     Target,
@@ -105,8 +104,10 @@ def check_requirements(
             "no environment to check (pass --python, in a pre-commit hook through its args, "
             "or create .venv)"
         )
+    out = target.output
     how = planning(
         source,
+        out,
         repair=False,
         check_requirements=True,
         strict=strict,
@@ -114,7 +115,7 @@ def check_requirements(
     )
     if chosen is None or fresh:
         if trial is not None:
-            output.info("cudatx: --trial: no environment to make the change in; no trial run")
+            out.info("cudatx: --trial: no environment to make the change in; no trial run")
         return _without_environment(
             files,
             chosen,
@@ -138,7 +139,7 @@ def check_requirements(
     if as_json:
         click.echo(render.to_json(checks))
     else:
-        output.report(render.to_text(checks, env.target.site_packages), paint=colour.plan)
+        out.report(render.to_text(checks, env.target.site_packages), paint=colour.plan)
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS
 
 
@@ -174,6 +175,7 @@ def _without_environment(
     from cudatx.render import colour
     from cudatx.uv import cache_dir, run_uv, venv_argv
 
+    out = target.output
     uv = how.uv()
     base = None
     if chosen is not None:
@@ -185,7 +187,7 @@ def _without_environment(
         names = ", ".join(files)
         if fresh:
             with scanned(target.retarget(venv), echo=False) as env:
-                output.info(
+                out.info(
                     f"cudatx: --fresh: planning {names} into an empty Python "
                     f"{env.target.version} environment, and checking its wheels' paths"
                 )
@@ -194,7 +196,7 @@ def _without_environment(
                 sites = env.target.site_packages
         else:
             said = find_target(venv)
-            output.info(
+            out.info(
                 f"cudatx: no environment to check: checking the wheels {names} resolves to "
                 f"for Python {said.version} for paths two of them write with different "
                 "bytes (--fresh plans the whole install)"
@@ -210,9 +212,9 @@ def _without_environment(
                     cache.close()
             sites = said.site_packages
     for check in checks:
-        output.info(f"cudatx: {render.summary(check)}")
+        out.info(f"cudatx: {render.summary(check)}")
     if as_json:
         click.echo(render.to_json(checks))
     else:
-        output.report(render.to_text(checks, sites), paint=colour.plan)
+        out.report(render.to_text(checks, sites), paint=colour.plan)
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.options import json_option, other_writers_option, python_option
+from cudatx.cli.output import Output, confirm
 from cudatx.errors import UsageError
 
 
@@ -29,6 +29,7 @@ def rollback(
     force: bool,
     yes: bool,
     dry_run: bool,
+    out: Output,
 ) -> int:
     """Put the environment back as it was before transaction ID (default: the latest), from
     the bytes cudatx saved: no network, no package index."""
@@ -41,7 +42,7 @@ def rollback(
     require_environment(python)  # before the interpreter runs: it finds, and runs nothing
     accepted = allow_other_writers
     target = start_query(python, accept_writers=accepted).result()
-    output.info(f"Using Python {target.version} environment at: {target.prefix}")
+    out.info(f"Using Python {target.version} environment at: {target.prefix}")
     if not dry_run:  # a dry run restores nothing: it may look at anyone's environment
         refuse_target_writers(target, accepted=accepted, what="restores")
     journal = pending(target.prefix, txn)
@@ -52,7 +53,7 @@ def rollback(
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to roll back")
         click.echo(would_roll_back(journal), nl=False, err=True)
-        output.confirm(f"Roll back transaction {journal.id}?")
+        confirm(f"Roll back transaction {journal.id}?")
     done, what = roll_back(target.prefix, journal.id, force=force)
     click.echo(f"Transaction {done}: {what}.")
     return 0
@@ -62,7 +63,7 @@ def rollback(
 @python_option
 @json_option("the transactions")
 @click.pass_context
-def history(ctx: click.Context, python: str | None, as_json: bool) -> int:
+def history(ctx: click.Context, python: str | None, as_json: bool, out: Output) -> int:
     """The transactions recorded for this environment."""
     if ctx.invoked_subcommand is not None:
         return 0
@@ -76,7 +77,7 @@ def history(ctx: click.Context, python: str | None, as_json: bool) -> int:
     if as_json:
         click.echo(render.to_json(journals, prefix), nl=False)
     else:
-        output.echo(render.to_text(journals, prefix), nl=False, paint=colour.history)
+        out.echo(render.to_text(journals, prefix), nl=False, paint=colour.history)
     return 0
 
 
@@ -92,7 +93,7 @@ def _prefix(python: str | None) -> str:
 @history.command("prune")
 @click.option("--keep", type=click.IntRange(min=1), required=True, help="Snapshots to keep.")
 @python_option
-def history_prune(keep: int, python: str | None) -> int:
+def history_prune(keep: int, python: str | None, out: Output) -> int:
     """Free the snapshots of older transactions (never the latest); journals stay."""
     from cudatx.txn.rollback import prune
 
@@ -106,7 +107,7 @@ def history_prune(keep: int, python: str | None) -> int:
 @click.argument("txn", metavar="ID")
 @python_option
 @json_option("the whole journal")
-def history_show(txn: str, python: str | None, as_json: bool) -> int:
+def history_show(txn: str, python: str | None, as_json: bool, out: Output) -> int:
     """One transaction: what it changed, each step, how it ended; --json: its journal."""
     from cudatx.render import colour
     from cudatx.render import history as render
@@ -119,5 +120,5 @@ def history_show(txn: str, python: str | None, as_json: bool) -> int:
     if as_json:
         click.echo(render.show_json(journal), nl=False)
     else:
-        output.echo(render.show(journal), nl=False, paint=colour.summary)
+        out.echo(render.show(journal), nl=False, paint=colour.summary)
     return 0

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.app import scanned
 from cudatx.cli.options import (
     Target,
@@ -38,7 +37,7 @@ def why(query: str, target: Target, as_json: bool) -> int:
             click.echo(render.to_json(report))
         else:
             text = render.to_text(report, env.target.site_packages, target.output.verbose)
-            output.report(text, paint=colour.why)
+            target.output.report(text, paint=colour.why)
     return 0
 
 
@@ -82,7 +81,7 @@ def doctor(
     if as_json:
         click.echo(render.to_json(report))
     else:
-        output.report(render.to_text(report), paint=colour.doctor)
+        target.output.report(render.to_text(report), paint=colour.doctor)
     failing = report.trial is not None and bool(report.trial.failing)
     return ExitCode.FINDINGS if report.errors or failing else 0
 

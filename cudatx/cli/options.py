@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import click
 
-from cudatx.cli.output import Output, current
+from cudatx.cli.output import Output
 from cudatx.errors import CudatxError
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class Target(NamedTuple):
     use_cache: bool  # not --no-cache
     progress: bool  # not --no-progress (a bar still needs a terminal)
     allow_other_writers: bool
-    output: Output  # --color, -q, -v, as they stood when the command started
+    output: Output  # --color, -q, -v: how the command talks
 
     def asked(self) -> Query:
         """The interpreter's query; the reason it has none, raised."""
@@ -103,6 +103,7 @@ def target(
     use_cache: bool,
     progress: bool,
     allow_other_writers: bool,
+    output: Output,
 ) -> Target:
     """A Target, its interpreter being asked; a refusal to find the interpreter waits in the
     value until the command needs it. The one place a command's target is made."""
@@ -119,13 +120,14 @@ def target(
         use_cache=use_cache,
         progress=progress,
         allow_other_writers=allow_other_writers,
-        output=current(),
+        output=output,
     )
 
 
 def target_options(command: F) -> F:
     """--python, --ld-library-path, --allow-other-writers, --no-cache and --no-progress, for
-    the subcommands that replay the loader; the command receives them as `target: Target`.
+    the subcommands that replay the loader; the command receives them, with its output
+    settings (`out`), as `target: Target`.
 
     The target interpreter is asked about itself (a subprocess) as the command starts,
     before the command imports the core: the two overlap, and the scan collects the answer.
@@ -140,6 +142,7 @@ def target_options(command: F) -> F:
         allow_other_writers: bool,
         no_cache: bool,
         no_progress: bool,
+        out: Output,
         **kwargs: Any,
     ) -> Any:
         chosen = target(
@@ -148,6 +151,7 @@ def target_options(command: F) -> F:
             use_cache=not no_cache,
             progress=not no_progress,
             allow_other_writers=allow_other_writers,
+            output=out,
         )
         return run(*args, target=chosen, **kwargs)
 
@@ -341,6 +345,7 @@ def strict_option(command: F) -> F:
 
 def planning(
     source: UvSource,
+    out: Output,
     *,
     repair: bool,
     check_requirements: bool,
@@ -352,7 +357,6 @@ def planning(
     (`quiet_waits`: not at all, for --json and --no-progress)."""
     import functools
 
-    import cudatx.cli.output as output
     from cudatx.planning.change import Planning
     from cudatx.planning.plan import PlanOptions
     from cudatx.uv import find_uv
@@ -366,7 +370,7 @@ def planning(
         ),
         uv=lambda: find_uv(source.uv),
         uv_options=tuple(source.options.args()),
-        waiting=functools.partial(output.waiting, disabled=quiet_waits),
+        waiting=functools.partial(out.waiting, disabled=quiet_waits),
     )
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.app import refuse_unfinished
 from cudatx.cli.options import json_option, other_writers_option, python_option
+from cudatx.cli.output import Output
 from cudatx.errors import UsageError
 
 
@@ -28,6 +28,7 @@ def trace(
     listing: bool,
     clear: bool,
     as_json: bool,
+    out: Output,
 ) -> int:
     """Run CMD in the environment with the loader reporting (LD_DEBUG), and keep what it
     mapped: plans and doctor then count those loads as `observed`. Exits with CMD's own
@@ -62,9 +63,9 @@ def trace(
     from cudatx.trust import refuse_target_writers
     from cudatx.txn.trace import trace as run_traced
 
-    output.info(f"Using Python {target.version} environment at: {target.prefix}")
-    refuse_unfinished(target.prefix)
+    out.info(f"Using Python {target.version} environment at: {target.prefix}")
+    refuse_unfinished(out, target.prefix)
     refuse_target_writers(target, accepted=allow_other_writers, what="runs")
     done = run_traced(target, command)
-    output.info(render.recorded(done))
+    out.info(render.recorded(done))
     return done.record.exit_code
