@@ -177,6 +177,11 @@ def _whose(out: Output, said: PythonTarget, query: Query, *, changes: bool, acce
 @click.pass_context
 def cli(ctx: click.Context, color: str | None, quiet: int, verbose: int) -> int:
     """Plan and check package changes in CUDA Python environments before they break loading."""
+    found = ctx.find_object(Invocation)
+    if found is not None:
+        # Before the subcommand's own options are read: an error in them (a usage error)
+        # is still said as `cudatx --color ...` asked.
+        found.said[:] = [settled(ctx)]
     if ctx.invoked_subcommand is None:
         # Bare `cudatx`: the help, as pip prints it (exit 0), not a usage error.
         click.echo(ctx.get_help())

@@ -98,7 +98,9 @@ def check_requirements(
 
     if not files:
         return 0
-    chosen = hook_target(target.python)
+    # Without --python, the discovery the command's target made already (and asked).
+    asked = target.query if target.python is None else None
+    chosen = hook_target(target.python, asked=asked)
     if chosen is None and require_env:
         raise EnvironmentNotFound(
             "no environment to check (pass --python, in a pre-commit hook through its args, "
@@ -128,8 +130,8 @@ def check_requirements(
         )
     # uv runs the environment's interpreter to resolve: refused where others can write it.
     # The environment the hook names (pre-commit's VIRTUAL_ENV is never it): asked anew
-    # where it is not the one the command line named.
-    if chosen != target.python:
+    # only where it is not the one the target asked about.
+    if chosen != target.python and not target.answered_for(chosen):
         target = target.retarget(chosen)
     with scanned(target, echo=False, changes=True) as env:
         judge = None

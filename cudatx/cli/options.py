@@ -79,6 +79,18 @@ class Target(NamedTuple):
 
         refuse_fallback(self.asked().found_by)
 
+    def answered_for(self, prefix: str) -> bool:
+        """Whether this target's interpreter is that of the environment at `prefix` (its
+        answer, if it has one by now)."""
+        from cudatx.errors import EnvironmentNotFound
+
+        if self.query is None:
+            return False
+        try:
+            return self.query.result().prefix == prefix
+        except EnvironmentNotFound:
+            return False
+
     def retarget(self, python: str) -> Target:
         """The same settings for another interpreter, asked now (check-requirements checks
         the environment its hook names, and an empty one it makes)."""

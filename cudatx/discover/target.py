@@ -424,7 +424,11 @@ def find_target(
 
 
 def hook_target(
-    python: str | None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+    python: str | None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    *,
+    asked: Query | None = None,
 ) -> str | None:
     """The environment `check-requirements` checks, or None when there is none to check.
 
@@ -432,6 +436,7 @@ def hook_target(
     hooks), so under pre-commit (PRE_COMMIT set) VIRTUAL_ENV is never trusted: --python
     from the hook's args, else the project's .venv. Elsewhere, uv's discovery, but never
     cudatx's own interpreter: a requirements file is not about the tool's environment.
+    `asked`: that discovery's query, already started (the command's target), if any.
     """
     env = os.environ if environ is None else environ
     here = cwd or Path.cwd()
@@ -441,7 +446,7 @@ def hook_target(
         venv = here / ".venv"
         return str(venv) if venv.is_dir() else None
     try:
-        target = find_target(None, env, here)
+        target = (asked or start_query(None, env, here)).result()
     except EnvironmentNotFound:
         return None
     return None if target.found_by == FALLBACK else target.prefix

@@ -42,14 +42,15 @@ def _asked(count: Path) -> int:
     return asked
 
 
-def _run(w: World, python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    w: World, python: Path | None, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     done = cudatx(
         *args,
-        "--python",
-        python,
+        *(("--python", python) if python is not None else ()),
         cwd=w.work,
-        hide=(*HIDDEN, "UV_*", "PIP_*"),
-        env={"UV_CACHE_DIR": os.fspath(w.work / "uv-cache"), "UV_NO_CONFIG": "1"},
+        hide=(*HIDDEN, "UV_*", "PIP_*", "VIRTUAL_ENV", "CONDA_PREFIX", "PRE_COMMIT"),
+        env={"UV_CACHE_DIR": os.fspath(w.work / "uv-cache"), "UV_NO_CONFIG": "1", **(env or {})},
         stdin=subprocess.DEVNULL,
     )
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
@@ -63,6 +64,26 @@ def test_the_interpreter_is_asked_once_per_command_the_rescan_included(world: Wo
     assert _asked(count) == 1
     dry = _run(world, python, "remove", "other", "--dry-run")
     assert dry.returncode == 0, dry.stderr
+    assert _asked(count) == 1
+    # The hook's command, with --python and with the environment found as uv finds it (an
+    # activated one here, whose bin/python is the counting stand-in).
+    pins = world.work / "requirements.txt"
+    pins.write_text("pure==1.0\nother==1.0\n")
+    checked = _run(world, python, "check-requirements", os.fspath(pins), "--offline")
+    assert checked.returncode == 0, checked.stderr
+    assert _asked(count) == 1
+    active = world.work / "active"
+    (active / "bin").mkdir(parents=True)
+    (active / "bin" / "python").symlink_to(python)
+    found = _run(
+        world,
+        None,
+        "check-requirements",
+        os.fspath(pins),
+        "--offline",
+        env={"VIRTUAL_ENV": os.fspath(active)},
+    )
+    assert found.returncode == 0, found.stderr
     assert _asked(count) == 1
     # An apply: plan, snapshot, uv, then the rescan that verifies the result, which reuses
     # the first answer.
