@@ -92,6 +92,11 @@ def test_the_interpreter_is_asked_once_per_command_the_rescan_included(world: Wo
     assert "Applied as transaction" in applied.stderr, applied.stderr
     assert not (world.site / "other").exists()
     assert _asked(count) == 1
+    for args in (("history",), ("rollback", "--dry-run"), ("rollback", "--yes")):
+        done = _run(world, python, *args)
+        assert done.returncode == 0, (args, done.stderr)
+        assert _asked(count) == 1, args
+    assert (world.site / "other").is_dir()  # rolled back
 
 
 def test_a_pth_file_added_after_the_query_is_on_the_next_sys_path(
