@@ -16,9 +16,12 @@ import pytest
 from cudatx import progress
 from cudatx.cli import main
 from cudatx.discover.target import Query
+from cudatx.environment import Environment
+from cudatx.txn import apply as applying
 from tests.support.cli import HIDDEN, cudatx
 from tests.support.pure_world import World
 from tests.support.venvs import venv_python
+from tests.support.wheels import build_wheel
 
 
 def _counting(w: World) -> tuple[Path, Path]:
@@ -125,6 +128,45 @@ def test_a_pth_file_added_after_the_query_is_on_the_next_sys_path(
     assert tuple(started) == after.sys_path
     (world.site / "zz-extra.pth").unlink()
     assert query.result().sys_path == before.sys_path
+
+
+def test_the_rescan_after_an_apply_sees_the_pth_file_it_installed(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real install (uv, offline) of a wheel whose .pth names a folder it ships: the
+    rescan that verifies the apply has that folder on its sys.path, with the interpreter
+    asked once."""
+    wheels = tmp_path / "wheels"
+    build_wheel(
+        wheels,
+        "pathy",
+        "1.0",
+        {"pathy.pth": b"pathy_dir\n", "pathy_dir/pathy_mod.py": b"X = 1\n"},
+    )
+    python, count = _counting(world)
+    rescans: list[Environment] = []
+    real_verify = applying.verify
+
+    def seen(plan: object, change: object, env: Environment, after: Environment) -> None:
+        rescans.append(after)
+        real_verify(plan, change, env, after)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(applying, "verify", seen)
+    monkeypatch.chdir(world.work)
+    for name in ("VIRTUAL_ENV", "CONDA_PREFIX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("UV_CACHE_DIR", os.fspath(world.work / "uv-cache"))
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
+    monkeypatch.setenv("CUDATX_CACHE_DIR", os.fspath(world.work / "cache"))
+    args = ["install", "pathy==1.0", "--offline", "--find-links", os.fspath(wheels)]
+    with pytest.raises(SystemExit) as ended:
+        main([*args, "--yes", "--ignore-running", "--python", os.fspath(python)])
+    assert ended.value.code == 0
+    folder = os.fspath(world.site / "pathy_dir")
+    assert os.path.isfile(os.path.join(folder, "pathy_mod.py"))
+    (after,) = rescans
+    assert folder in after.target.sys_path
+    assert _asked(count) == 1
 
 
 def test_using_python_is_said_before_the_progress_bar(
