@@ -173,7 +173,7 @@ def test_using_python_is_said_before_the_progress_bar(
     world: World, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A bar drawn at once, to a stream that is no terminal here: what a terminal would show.
-    monkeypatch.setattr(progress, "wanted", lambda *a, **k: True)
+    monkeypatch.setattr(progress, "wanted", lambda stream, environ, *, disabled: not disabled)
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
     monkeypatch.setenv("CUDATX_CACHE_DIR", os.fspath(world.work / "cache"))
     with pytest.raises(SystemExit) as ended:
@@ -185,3 +185,9 @@ def test_using_python_is_said_before_the_progress_bar(
     assert using >= 0 and bar >= 0, err
     assert using < bar, err
     assert f"{sys.version_info.major}.{sys.version_info.minor}" in err[using:].split("\n")[0]
+    # --no-progress reaches the scan through the target: the line, and no bar.
+    with pytest.raises(SystemExit) as ended:
+        main(["doctor", "--no-cache", "--no-progress", "--python", os.fspath(world.venv)])
+    assert ended.value.code == 0
+    err = capsys.readouterr().err
+    assert "Using Python " in err and "cudatx: reading" not in err, err
