@@ -35,8 +35,27 @@ class Finding(Frozen):
     message: str
 
 
+class Interpreter(Frozen):
+    """What the target interpreter said about itself, asked once in a subprocess
+    (cudatx.discover.target): facts of the interpreter, none of the files its site folders
+    hold now."""
+
+    python: str  # the interpreter as requested (sys.executable of the target)
+    executable: str  # realpath of the running binary, as /proc/self/exe names it
+    version: str
+    prefix: str
+    base_prefix: str
+    path: tuple[str, ...]  # sys.path as it starts, before site adds anything
+    site_packages: tuple[str, ...]
+    stdlib: tuple[str, ...]
+    extension_suffixes: tuple[str, ...]
+    markers: dict[str, str]
+    found_by: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "the first python3 on PATH"
+
+
 class PythonTarget(Frozen):
-    """What the target interpreter said about itself, asked once in a subprocess."""
+    """The target interpreter and the sys.path its site module would make of the files as
+    they are now (cudatx.discover.target.site_path): derived again at every scan."""
 
     python: str  # the interpreter as requested (sys.executable of the target)
     executable: str  # realpath of the running binary, as /proc/self/exe names it
@@ -49,7 +68,7 @@ class PythonTarget(Frozen):
     extension_suffixes: tuple[str, ...]
     markers: dict[str, str]
     # `import` lines of the site folders' .pth files (`name.pth: line`): site would run
-    # them at start-up; the query reads them and runs none.
+    # them at start-up; cudatx reads them and runs none.
     pth_imports: tuple[str, ...] = ()
     found_by: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "the first python3 on PATH"
 

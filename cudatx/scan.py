@@ -269,15 +269,13 @@ def scanning(
 ) -> Iterator[Environment]:
     """One command's scan: the scan cache open for as long as the command runs (a plan
     replays again and reads through it), written when it ends; the collector tuned for a
-    short process. `ld_library_path` None means the current process's."""
+    short process. `ld_library_path`: that of the process that will load (None for none)."""
     collect_less()
     cache = open_cache() if use_cache else None
-    if ld_library_path is None:
-        ld_library_path = os.environ.get("LD_LIBRARY_PATH")
     try:
         yield scan(
             python,
-            ld_library_path=ld_library_path or None,
+            ld_library_path=ld_library_path,
             cache=cache,
             progress=progress,
             query=query,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cudatx.cli import _startup  # noqa: F401  # first: its effect is on what follows
-from cudatx.cli.app import cli, main
+from cudatx.cli.app import cli, main, with_output
 from cudatx.cli.change import install, remove, sync
 from cudatx.cli.checkreq import check_requirements
 from cudatx.cli.completion import completion
@@ -118,8 +118,10 @@ def _document(command: click.Command) -> None:
     if variables:
         parts.append("\b\nEnvironment:\n" + "\n".join(f"  {v}" for v in variables))
     command.epilog = "\n\n".join(parts)
-    # --color, -q and -v after the subcommand too, as uv takes its global options anywhere.
+    # --color, -q and -v after the subcommand too, as uv takes its global options anywhere;
+    # the command receives them, and the group's, as `out`.
     command.params.extend(output_params())
+    with_output(command)
 
 
 for _command in (why, doctor, graph, remove, install, sync, check_requirements, rollback):

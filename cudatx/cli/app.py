@@ -8,26 +8,33 @@ and `--version` stay quick (and import none of networkx, pydantic, the ELF libra
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shlex
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
 from cudatx import __version__
+from cudatx.cli.output import Output, settled
 from cudatx.errors import CudatxError, ExitCode, one_line
 
 if TYPE_CHECKING:
+    from cudatx.cli.options import Target
     from cudatx.discover.target import Query
     from cudatx.environment import Environment
+    from cudatx.models import PythonTarget
 
 
 class Invocation(NamedTuple):
     """The command line cudatx was started with (sys.argv, or main's argv from Python)."""
 
     argv: tuple[str, ...]
+    # The output settings the command settled on (with_output), for `main`, which reports
+    # an error after click's contexts are gone: filled once, as the command starts.
+    said: list[Output]
 
     @property
     def command_line(self) -> str:
@@ -36,56 +43,65 @@ class Invocation(NamedTuple):
 
 def invocation() -> Invocation:
     found = click.get_current_context().find_object(Invocation)
-    return found if found is not None else Invocation(tuple(sys.argv[1:]))
+    return found if found is not None else Invocation(tuple(sys.argv[1:]), [])
+
+
+def with_output(command: click.Command) -> None:
+    """Hand `command` its output settings as a value: --color, -q and -v, given before the
+    subcommand or after it (cudatx.cli.output.settled), arrive as `out: Output`."""
+    run = command.callback
+    assert run is not None
+
+    @functools.wraps(run)
+    def started(*args: Any, color: str | None, quiet: int, verbose: int, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        out = settled(ctx)
+        found = ctx.find_object(Invocation)
+        if found is not None:
+            found.said[:] = [out]
+        return run(*args, out=out, **kwargs)
+
+    command.callback = started
 
 
 @contextlib.contextmanager
-def scanned(
-    python: str | None, ld_library_path: str | None, *, echo: bool = True, changes: bool = False
-) -> Iterator[Environment]:
+def scanned(target: Target, *, echo: bool = True, changes: bool = False) -> Iterator[Environment]:
     """The target, scanned with the cache and a progress bar for as long as the command
-    runs; `echo`: say which environment on stderr, as uv does. `changes`: the command will
-    change the environment or run its interpreter (uv does): refused where another user can
-    write them, unless --allow-other-writers (cudatx.trust); a command that only reads says
-    so in a warning instead."""
+    runs; `echo`: say which environment on stderr, as uv does, before the scan (and its
+    bar) starts. `changes`: the command will change the environment or run its interpreter
+    (uv does): refused where another user can write them, unless --allow-other-writers
+    (cudatx.trust); a command that only reads says so in a warning instead. Both refusals,
+    and that of an interrupted transaction, come before the scan."""
     import time
 
-    import cudatx.cli.output as output
-    from cudatx.discover.target import start_query
     from cudatx.progress import Bar, wanted
     from cudatx.scan import scanning
 
-    ctx = click.get_current_context()
+    started = time.monotonic()
+    query = target.asked()
+    said = query.result()  # the interpreter's answer, which every scan of it reuses
+    out = target.output
+    if echo:
+        out.info(f"Using Python {said.version} environment at: {said.prefix}")
+    refuse_unfinished(out, said.prefix)
+    _whose(out, said, query, changes=changes, accepted=target.allow_other_writers)
     stream = sys.stderr
     bar = None
-    quiet = bool(output.current().quiet)
-    if wanted(stream, os.environ, disabled=quiet or bool(ctx.meta.get("cudatx.no_progress"))):
-        bar = Bar(stream, colour=output.coloured(err=True))
-    started = time.monotonic()
-    query = ctx.meta.pop("cudatx.query", None)
-    accepted = bool(ctx.meta.get("cudatx.allow_other_writers"))
-    if ctx.meta.get("cudatx.query_for") != python or query is None:
-        # Not started yet, or for another interpreter than the one chosen since.
-        query = start_query(python, accept_writers=accepted)
+    if wanted(stream, os.environ, disabled=bool(out.quiet) or not target.progress):
+        bar = Bar(stream, colour=out.coloured(err=True))
     try:
         with scanning(
-            python,
-            ld_library_path=ld_library_path,
-            use_cache=not ctx.meta.get("cudatx.no_cache"),
+            target.python,
+            ld_library_path=target.ld_library_path,
+            use_cache=target.use_cache,
             progress=bar,
             query=query,
         ) as env:
             if bar is not None:
                 bar.finish()
                 bar = None
-            if echo:
-                output.info(
-                    f"Using Python {env.target.version} environment at: {env.target.prefix}"
-                )
-            refuse_unfinished(env.target.prefix)
-            _whose(env, query, changes=changes, accepted=accepted)
             cache = env.view.cache
-            output.debug(
+            out.debug(
                 f"scanned {sum(len(p) for p in env.libraries.values())} libraries and "
                 f"{len(env.roots)} load roots in {time.monotonic() - started:.2f}s"
                 + (
@@ -100,27 +116,26 @@ def scanned(
             bar.finish()
 
 
-def refuse_unfinished(prefix: str) -> None:
+def refuse_unfinished(out: Output, prefix: str) -> None:
     """Every command that reads an environment first says, as an error whose fix is
     `cudatx rollback`, that a transaction left it half changed (Interrupted, exit 8): what it
     would say of a half-changed environment (a doctor's fix, a dry run's "safe") is wrong.
     One that is running now (it holds the lock) is a warning: what is read may change."""
     import shlex
 
-    import cudatx.cli.output as output
     from cudatx.errors import Interrupted, StoreError
     from cudatx.trust import transaction_running, unfinished_transactions
 
     try:
         found = unfinished_transactions(prefix)
     except StoreError as exc:
-        output.warn(f"cannot tell whether a transaction was left unfinished: {exc.message}")
+        out.warn(f"cannot tell whether a transaction was left unfinished: {exc.message}")
         return
     if not found:
         return
     txn, state = found[-1]
     if transaction_running(prefix):
-        output.warn(f"transaction {txn} is running ({state}): what is read here may change")
+        out.warn(f"transaction {txn} is running ({state}): what is read here may change")
         return
     raise Interrupted(
         f"transaction {txn} was interrupted ({state}) and left the environment half changed; "
@@ -128,13 +143,12 @@ def refuse_unfinished(prefix: str) -> None:
     )
 
 
-def _whose(env: Environment, query: Query, *, changes: bool, accepted: bool) -> None:
+def _whose(out: Output, said: PythonTarget, query: Query, *, changes: bool, accepted: bool) -> None:
     """Refuse a change of an environment others can write (cudatx.trust), or say of one a
     command only reads that others can write it, and as whom its interpreter ran."""
-    import cudatx.cli.output as output
     from cudatx.trust import refuse_other_writers, target_writers
 
-    found = target_writers(env.target)
+    found = target_writers(said)
     if changes:
         refuse_other_writers(found, accepted=accepted, what="deletes or writes")
     elif found and not accepted:
@@ -142,7 +156,7 @@ def _whose(env: Environment, query: Query, *, changes: bool, accepted: bool) -> 
         if query.run_as is not None:
             ran = f"; its interpreter was run as uid {query.run_as[0]}, not as root"
         more = f" and {len(found) - 1} more" if len(found) > 1 else ""
-        output.warn(
+        out.warn(
             f"{found[0]}{more}: another user can write this environment{ran}; a change of it "
             "is refused unless --allow-other-writers"
         )
@@ -161,8 +175,13 @@ def _whose(env: Environment, query: Query, *, changes: bool, accepted: bool) -> 
 )
 @click.version_option(__version__, "-V", "--version", prog_name="cudatx")
 @click.pass_context
-def cli(ctx: click.Context) -> int:
+def cli(ctx: click.Context, color: str | None, quiet: int, verbose: int) -> int:
     """Plan and check package changes in CUDA Python environments before they break loading."""
+    found = ctx.find_object(Invocation)
+    if found is not None:
+        # Before the subcommand's own options are read: an error in them (a usage error)
+        # is still said as `cudatx --color ...` asked.
+        found.said[:] = [settled(ctx)]
     if ctx.invoked_subcommand is None:
         # Bare `cudatx`: the help, as pip prints it (exit 0), not a usage error.
         click.echo(ctx.get_help())
@@ -172,19 +191,19 @@ def cli(ctx: click.Context) -> int:
 _OUTPUT_LINES = 40
 
 
-def _error(message: str) -> None:
-    from cudatx.cli.output import coloured, error_label
-
-    click.echo(f"cudatx: {error_label()}: {one_line(message)}", err=True, color=coloured(err=True))
+def _error(run: Invocation, message: str) -> None:
+    out = run.said[-1] if run.said else Output()  # before a command started: the defaults
+    click.echo(
+        f"cudatx: {out.error_label()}: {one_line(message)}", err=True, color=out.coloured(err=True)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every refusal is one line on stderr and a documented exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    run = Invocation(tuple(args), [])
     try:
-        code = cli.main(
-            args=args, prog_name="cudatx", standalone_mode=False, obj=Invocation(tuple(args))
-        )
+        code = cli.main(args=args, prog_name="cudatx", standalone_mode=False, obj=run)
     except CudatxError as exc:
         if exc.output.strip():
             # What a failing command said (--verify's output), before the one line of why;
@@ -193,13 +212,13 @@ def main(argv: list[str] | None = None) -> None:
             if len(said) > _OUTPUT_LINES:
                 click.echo(f"... ({len(said) - _OUTPUT_LINES} lines before)", err=True)
             click.echo("\n".join(said[-_OUTPUT_LINES:]), err=True)
-        _error(exc.message)
+        _error(run, exc.message)
         sys.exit(int(exc.exit_code))
     except click.exceptions.Abort:
         click.echo("cudatx: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        _error(exc.format_message())
+        _error(run, exc.format_message())
         sys.exit(ExitCode.USAGE if exc.exit_code == 2 else exc.exit_code)
     except KeyboardInterrupt:
         click.echo("cudatx: interrupted", err=True)

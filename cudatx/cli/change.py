@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.app import invocation, scanned
 from cudatx.cli.options import (
     ChangeRequest,
     F,
+    Target,
     TrialRequest,
     UvSource,
-    allows_other_writers,
     change_options,
     no_deps_option,
     planning,
@@ -23,6 +22,7 @@ from cudatx.cli.options import (
     trial_options,
     uv_options,
 )
+from cudatx.cli.output import Steps, confirm
 from cudatx.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -41,13 +41,14 @@ def _command_words(
     return tuple(words)
 
 
-def _planning(request: ChangeRequest, source: UvSource) -> Planning:
+def _planning(request: ChangeRequest, source: UvSource, target: Target) -> Planning:
     return planning(
         source,
+        target.output,
         repair=request.repair,
         check_requirements=request.check_requirements,
         strict=request.strict,
-        quiet_waits=request.as_json,
+        quiet_waits=request.as_json or not target.progress,
     )
 
 
@@ -80,7 +81,7 @@ def _carry_out(
     env: Environment,
     proposal: Proposal,
     words: tuple[str, ...],
-    python: str | None,
+    target: Target,
     request: ChangeRequest,
     source: UvSource,
     trial: TrialRequest | None = None,
@@ -91,8 +92,9 @@ def _carry_out(
     from cudatx.render import colour
     from cudatx.render import plan as render
 
+    out = target.output
     if trial is not None:
-        output.info(
+        out.info(
             "cudatx: --trial: making the change in a shadow of the environment and importing "
             "every package before and after (this runs the environment's code)"
         )
@@ -102,7 +104,7 @@ def _carry_out(
         click.echo(render.to_json(plan))
     else:
         command = cudatx_line(env, words, uv=source.options.args())
-        output.report(render.to_text(plan, command, env.target.site_packages), paint=colour.plan)
+        out.report(render.to_text(plan, command, env.target.site_packages), paint=colour.plan)
     if request.dry_run:
         return 0 if plan.safe else ExitCode.FINDINGS
     # Imported only to apply: a dry run, the pre-commit hook's case, reads nothing of txn.
@@ -114,9 +116,8 @@ def _carry_out(
     if not request.yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to apply the plan")
-        output.confirm("Proceed?")
-    meta = click.get_current_context().meta
-    steps = output.Steps(disabled=request.as_json or bool(meta.get("cudatx.no_progress")))
+        confirm("Proceed?")
+    steps = Steps(out, disabled=request.as_json or not target.progress)
     options = ApplyOptions(
         uv=source.uv,
         uv_options=source.options,
@@ -124,24 +125,32 @@ def _carry_out(
         ignore_running=request.ignore_running,
         strict_running=request.strict_running,
         force=request.force,
-        allow_other_writers=allows_other_writers(),
+        allow_other_writers=target.allow_other_writers,
         command=invocation().command_line,
-        warn=output.warn,
+        warn=out.warn,
         progress=steps,
     )
+    # The rescan asks the interpreter nothing: its answer is the target's, and the sys.path
+    # the site folders' files make is read again (an apply can add or remove a .pth file).
+    query = target.asked()
     try:
         applied = apply_change(
             env,
             proposal,
             options,
-            lambda: scan(python, ld_library_path=env.ld_library_path, cache=env.view.cache),
+            lambda: scan(
+                target.python,
+                ld_library_path=env.ld_library_path,
+                cache=env.view.cache,
+                query=query,
+            ),
         )
     finally:
         steps.end()
     text = render_apply.summary(applied, env.target.prefix)
-    if output.current().quiet:
+    if out.quiet:
         text = text.splitlines()[-1] + "\n"  # the transaction and its undo, as a verdict
-    output.echo(text, err=True, nl=False, paint=colour.summary)
+    out.echo(text, err=True, nl=False, paint=colour.summary)
     return 0
 
 
@@ -175,8 +184,7 @@ def _requirement_option(help_text: str) -> Callable[[F], F]:
 def remove(
     specs: tuple[str, ...],
     requirement_files: tuple[str, ...],
-    python: str | None,
-    ld_library_path: str | None,
+    target: Target,
     request: ChangeRequest,
     source: UvSource,
     trial: TrialRequest | None,
@@ -185,39 +193,38 @@ def remove(
     cuda:N (every distribution whose libraries are CUDA N builds). Shows the plan first;
     applies it through uv with a snapshot that `cudatx rollback` restores. With --dry-run:
     exit 0 when safe, 1 when something that loads now would stop loading."""
-    from cudatx.discover.target import require_environment
     from cudatx.planning.change import propose_removal
 
-    require_environment(python)
+    target.require_environment()
     # A dry run only reads, unless its repairs stage wheels: uv runs the interpreter.
     changes = not request.dry_run or request.repair
-    with scanned(python, ld_library_path, changes=changes) as env:
+    with scanned(target, changes=changes) as env:
         _refuse_if_interrupted(env, request)
-        proposal = propose_removal(env, specs, requirement_files, _planning(request, source))
+        how = _planning(request, source, target)
+        proposal = propose_removal(env, specs, requirement_files, how)
         words = _command_words("remove", specs, ("-r", requirement_files))
-        return _carry_out(env, proposal, words, python, request, source, trial)
+        return _carry_out(env, proposal, words, target, request, source, trial)
 
 
 def _propose_and_carry_out(
     uv_command: str,
     args: tuple[str, ...],
     words: tuple[str, ...],
-    python: str | None,
-    ld_library_path: str | None,
+    target: Target,
     request: ChangeRequest,
     source: UvSource,
     trial: TrialRequest | None,
     replacing: tuple[str, ...] = (),
 ) -> int:
-    from cudatx.discover.target import require_environment
     from cudatx.planning.change import propose
 
-    require_environment(python)
+    target.require_environment()
     # Even a dry run: uv runs the environment's interpreter to resolve.
-    with scanned(python, ld_library_path, changes=True) as env:
+    with scanned(target, changes=True) as env:
         _refuse_if_interrupted(env, request)
-        proposal = propose(env, uv_command, args, _planning(request, source), replacing)
-        return _carry_out(env, proposal, words, python, request, source, trial)
+        how = _planning(request, source, target)
+        proposal = propose(env, uv_command, args, how, replacing)
+        return _carry_out(env, proposal, words, target, request, source, trial)
 
 
 @click.command()
@@ -241,8 +248,7 @@ def install(
     specs: tuple[str, ...],
     requirement_files: tuple[str, ...],
     replacing: tuple[str, ...],
-    python: str | None,
-    ld_library_path: str | None,
+    target: Target,
     request: ChangeRequest,
     source: UvSource,
     trial: TrialRequest | None,
@@ -255,9 +261,7 @@ def install(
         raise UsageError("nothing to install: give at least one SPEC or -r FILE")
     args = (*specs, *(a for f in requirement_files for a in ("-r", f)))
     words = _command_words("install", specs, ("-r", requirement_files), ("--replacing", replacing))
-    return _propose_and_carry_out(
-        "install", args, words, python, ld_library_path, request, source, trial, replacing
-    )
+    return _propose_and_carry_out("install", args, words, target, request, source, trial, replacing)
 
 
 @click.command()
@@ -269,8 +273,7 @@ def install(
 @target_options
 def sync(
     files: tuple[str, ...],
-    python: str | None,
-    ld_library_path: str | None,
+    target: Target,
     request: ChangeRequest,
     source: UvSource,
     trial: TrialRequest | None,
@@ -279,6 +282,4 @@ def sync(
     `uv pip sync FILE...` would do (uninstall what they do not list, install and upgrade
     what they pin), staged and simulated first, then applied with a snapshot."""
     words = _command_words("sync", files)
-    return _propose_and_carry_out(
-        "sync", files, words, python, ld_library_path, request, source, trial
-    )
+    return _propose_and_carry_out("sync", files, words, target, request, source, trial)

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.app import scanned
 from cudatx.cli.options import (
+    Target,
     TrialRequest,
     UvSource,
     json_option,
@@ -77,8 +77,7 @@ def check_requirements(
     fresh: bool,
     strict: bool,
     trial: TrialRequest | None,
-    python: str | None,
-    ld_library_path: str | None,
+    target: Target,
     as_json: bool,
     source: UvSource,
 ) -> int:
@@ -99,22 +98,30 @@ def check_requirements(
 
     if not files:
         return 0
-    chosen = hook_target(python)
+    # Without --python, the discovery the command's target made already (and asked).
+    asked = target.query if target.python is None else None
+    chosen = hook_target(target.python, asked=asked)
     if chosen is None and require_env:
         raise EnvironmentNotFound(
             "no environment to check (pass --python, in a pre-commit hook through its args, "
             "or create .venv)"
         )
+    out = target.output
     how = planning(
-        source, repair=False, check_requirements=True, strict=strict, quiet_waits=as_json
+        source,
+        out,
+        repair=False,
+        check_requirements=True,
+        strict=strict,
+        quiet_waits=as_json or not target.progress,
     )
     if chosen is None or fresh:
         if trial is not None:
-            output.info("cudatx: --trial: no environment to make the change in; no trial run")
+            out.info("cudatx: --trial: no environment to make the change in; no trial run")
         return _without_environment(
             files,
             chosen,
-            ld_library_path,
+            target,
             how,
             extras=extras,
             mode=mode,
@@ -122,7 +129,11 @@ def check_requirements(
             as_json=as_json,
         )
     # uv runs the environment's interpreter to resolve: refused where others can write it.
-    with scanned(chosen, ld_library_path, echo=False, changes=True) as env:
+    # The environment the hook names (pre-commit's VIRTUAL_ENV is never it): asked anew
+    # only where it is not the one the target asked about.
+    if chosen != target.python and not target.answered_for(chosen):
+        target = target.retarget(chosen)
+    with scanned(target, echo=False, changes=True) as env:
         judge = None
         if trial is not None:
             judge = _trial_judge(env, trial, source)
@@ -130,7 +141,7 @@ def check_requirements(
     if as_json:
         click.echo(render.to_json(checks))
     else:
-        output.report(render.to_text(checks, env.target.site_packages), paint=colour.plan)
+        out.report(render.to_text(checks, env.target.site_packages), paint=colour.plan)
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS
 
 
@@ -149,7 +160,7 @@ def _trial_judge(
 def _without_environment(
     files: tuple[str, ...],
     chosen: str | None,
-    ld_library_path: str | None,
+    target: Target,
     how: Planning,
     *,
     extras: tuple[str, ...],
@@ -166,6 +177,7 @@ def _without_environment(
     from cudatx.render import colour
     from cudatx.uv import cache_dir, run_uv, venv_argv
 
+    out = target.output
     uv = how.uv()
     base = None
     if chosen is not None:
@@ -176,8 +188,8 @@ def _without_environment(
         uv_cache = cache_dir(uv)
         names = ", ".join(files)
         if fresh:
-            with scanned(venv, ld_library_path, echo=False) as env:
-                output.info(
+            with scanned(target.retarget(venv), echo=False) as env:
+                out.info(
                     f"cudatx: --fresh: planning {names} into an empty Python "
                     f"{env.target.version} environment, and checking its wheels' paths"
                 )
@@ -185,27 +197,26 @@ def _without_environment(
                 checks = [check_fresh(env, f, how, wheels, extras=extras, mode=mode) for f in files]
                 sites = env.target.site_packages
         else:
-            target = find_target(venv)
-            output.info(
+            said = find_target(venv)
+            out.info(
                 f"cudatx: no environment to check: checking the wheels {names} resolves to "
-                f"for Python {target.version} for paths two of them write with different "
+                f"for Python {said.version} for paths two of them write with different "
                 "bytes (--fresh plans the whole install)"
             )
-            ctx = click.get_current_context()
-            cache = None if ctx.meta.get("cudatx.no_cache") else open_cache()
+            cache = open_cache() if target.use_cache else None
             try:
                 wheels = Wheels(uv_cache, cache)
                 checks = [
-                    check_conflicts(target, f, how, wheels, extras=extras, mode=mode) for f in files
+                    check_conflicts(said, f, how, wheels, extras=extras, mode=mode) for f in files
                 ]
             finally:
                 if cache is not None:
                     cache.close()
-            sites = target.site_packages
+            sites = said.site_packages
     for check in checks:
-        output.info(f"cudatx: {render.summary(check)}")
+        out.info(f"cudatx: {render.summary(check)}")
     if as_json:
         click.echo(render.to_json(checks))
     else:
-        output.report(render.to_text(checks, sites), paint=colour.plan)
+        out.report(render.to_text(checks, sites), paint=colour.plan)
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-import cudatx.cli.output as output
+from cudatx.cli.output import Output
 
 
 @click.command()
@@ -22,7 +22,7 @@ import cudatx.cli.output as output
     default=None,
     help="C compiler for the tiny libraries ['none': use the prebuilt ones; default: $CC, cc].",
 )
-def demo(keep: str | None, compiler: str | None) -> int:
+def demo(keep: str | None, compiler: str | None, out: Output) -> int:
     """Build, offline, a small environment caught in the cu12/cu13 shared-path trap (real
     libraries, real wheels, real uv), then run `doctor`, `why libcudnn.so.9` and a dry run
     of removing the CUDA 13 cuDNN on it; then plan removing a plug-in only a run loads,
@@ -54,24 +54,20 @@ def demo(keep: str | None, compiler: str | None) -> int:
         click.echo(f"  {line}")
     # Each report coloured as its own command colours it (--color, NO_COLOR, a terminal).
     click.echo(f"\n$ {cudatx_line(run.env, ('doctor',))}")
-    output.echo(render_doctor.to_text(run.doctor), nl=False, paint=colour.doctor)
+    out.echo(render_doctor.to_text(run.doctor), nl=False, paint=colour.doctor)
     click.echo(f"\n$ {cudatx_line(run.env, ('why', WHY))}")
-    output.echo(render_why.to_text(run.why, run.sites), nl=False, paint=colour.why)
+    out.echo(render_why.to_text(run.why, run.sites), nl=False, paint=colour.why)
     removal = cudatx_line(run.env, ("remove", REMOVE), uv=run.uv_options)
     click.echo(f"\n$ {removal} --dry-run")
-    output.echo(render_plan.to_text(run.plan, removal, run.sites), nl=False, paint=colour.plan)
+    out.echo(render_plan.to_text(run.plan, removal, run.sites), nl=False, paint=colour.plan)
     plugin = cudatx_line(run.env, ("remove", PLUGIN.name), uv=run.uv_options)
     click.echo(f"\n$ {plugin} --dry-run")
-    output.echo(
-        render_plan.to_text(run.plugin_before, plugin, run.sites), nl=False, paint=colour.plan
-    )
+    out.echo(render_plan.to_text(run.plugin_before, plugin, run.sites), nl=False, paint=colour.plan)
     traced = ["cudatx", "trace", "--python", run.env.target.prefix, "--", *TRACED]
     click.echo(f"\n$ {shlex.join(traced)}")
     click.echo(render_trace.recorded(run.trace))
     click.echo(f"\n$ {plugin} --dry-run")
-    output.echo(
-        render_plan.to_text(run.plugin_after, plugin, run.sites), nl=False, paint=colour.plan
-    )
+    out.echo(render_plan.to_text(run.plugin_after, plugin, run.sites), nl=False, paint=colour.plan)
     # The commands above name this environment: it stays, so that they can be run.
     click.echo(
         f"\nThe demo environment stays at {venv}, for the commands above (its wheels are in "

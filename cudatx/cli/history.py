@@ -6,13 +6,8 @@ import sys
 
 import click
 
-import cudatx.cli.output as output
-from cudatx.cli.options import (
-    allows_other_writers,
-    json_option,
-    other_writers_option,
-    python_option,
-)
+from cudatx.cli.options import json_option, other_writers_option, python_option
+from cudatx.cli.output import Output, confirm
 from cudatx.errors import UsageError
 from cudatx.names import counted
 
@@ -28,7 +23,15 @@ from cudatx.names import counted
     is_flag=True,
     help="Say which transaction and what it would restore; change nothing.",
 )
-def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_run: bool) -> int:
+def rollback(
+    txn: str | None,
+    python: str | None,
+    allow_other_writers: bool,
+    force: bool,
+    yes: bool,
+    dry_run: bool,
+    out: Output,
+) -> int:
     """Put the environment back as it was before transaction ID (default: the latest), from
     the bytes cudatx saved: no network, no package index."""
     from cudatx.discover.target import require_environment, start_query
@@ -37,10 +40,10 @@ def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_ru
     from cudatx.txn.rollback import pending
     from cudatx.txn.rollback import rollback as roll_back
 
-    require_environment(python)
-    accepted = allows_other_writers()
+    require_environment(python)  # before the interpreter runs: it finds, and runs nothing
+    accepted = allow_other_writers
     target = start_query(python, accept_writers=accepted).result()
-    output.info(f"Using Python {target.version} environment at: {target.prefix}")
+    out.info(f"Using Python {target.version} environment at: {target.prefix}")
     if not dry_run:  # a dry run restores nothing: it may look at anyone's environment
         refuse_target_writers(target, accepted=accepted, what="restores")
     journal = pending(target.prefix, txn)
@@ -51,7 +54,7 @@ def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_ru
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to roll back")
         click.echo(would_roll_back(journal), nl=False, err=True)
-        output.confirm(f"Roll back transaction {journal.id}?")
+        confirm(f"Roll back transaction {journal.id}?")
     done, what = roll_back(target.prefix, journal.id, force=force)
     click.echo(f"Transaction {done}: {what}.")
     return 0
@@ -61,9 +64,8 @@ def rollback(txn: str | None, python: str | None, force: bool, yes: bool, dry_ru
 @python_option
 @json_option("the transactions")
 @click.pass_context
-def history(ctx: click.Context, python: str | None, as_json: bool) -> int:
+def history(ctx: click.Context, python: str | None, as_json: bool, out: Output) -> int:
     """The transactions recorded for this environment."""
-    ctx.meta["cudatx.history_python"] = python
     if ctx.invoked_subcommand is not None:
         return 0
     from cudatx.discover.target import find_target
@@ -76,7 +78,7 @@ def history(ctx: click.Context, python: str | None, as_json: bool) -> int:
     if as_json:
         click.echo(render.to_json(journals, prefix), nl=False)
     else:
-        output.echo(render.to_text(journals, prefix), nl=False, paint=colour.history)
+        out.echo(render.to_text(journals, prefix), nl=False, paint=colour.history)
     return 0
 
 
@@ -84,14 +86,15 @@ def _prefix(python: str | None) -> str:
     """The environment of a `history` subcommand: its own --python, else the group's."""
     from cudatx.discover.target import find_target
 
-    chosen = python or click.get_current_context().meta.get("cudatx.history_python")
+    parent = click.get_current_context().parent  # the `history` group's, as click parsed it
+    chosen = python or (parent.params.get("python") if parent is not None else None)
     return find_target(chosen).prefix
 
 
 @history.command("prune")
 @click.option("--keep", type=click.IntRange(min=1), required=True, help="Snapshots to keep.")
 @python_option
-def history_prune(keep: int, python: str | None) -> int:
+def history_prune(keep: int, python: str | None, out: Output) -> int:
     """Free the snapshots of older transactions (never the latest); journals stay."""
     from cudatx.txn.rollback import prune
 
@@ -105,7 +108,7 @@ def history_prune(keep: int, python: str | None) -> int:
 @click.argument("txn", metavar="ID")
 @python_option
 @json_option("the whole journal")
-def history_show(txn: str, python: str | None, as_json: bool) -> int:
+def history_show(txn: str, python: str | None, as_json: bool, out: Output) -> int:
     """One transaction: what it changed, each step, how it ended; --json: its journal."""
     from cudatx.render import colour
     from cudatx.render import history as render
@@ -118,5 +121,5 @@ def history_show(txn: str, python: str | None, as_json: bool) -> int:
     if as_json:
         click.echo(render.show_json(journal), nl=False)
     else:
-        output.echo(render.show(journal), nl=False, paint=colour.summary)
+        out.echo(render.show(journal), nl=False, paint=colour.summary)
     return 0

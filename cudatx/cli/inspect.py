@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.app import scanned
 from cudatx.cli.options import (
+    Target,
     TrialRequest,
     json_option,
     strict_option,
@@ -25,19 +25,19 @@ if TYPE_CHECKING:
 @click.argument("query", metavar="SONAME|PATH")
 @target_options
 @json_option("the answer")
-def why(query: str, python: str | None, ld_library_path: str | None, as_json: bool) -> int:
+def why(query: str, target: Target, as_json: bool) -> int:
     """Why a library is (or is not) found: who needs it, where the loader looked, what it took."""
     from cudatx.analysis.why import explain
     from cudatx.render import colour
     from cudatx.render import why as render
 
-    with scanned(python, ld_library_path) as env:
+    with scanned(target) as env:
         report = explain(env, query)
         if as_json:
             click.echo(render.to_json(report))
         else:
-            text = render.to_text(report, env.target.site_packages, output.current().verbose)
-            output.report(text, paint=colour.why)
+            text = render.to_text(report, env.target.site_packages, target.output.verbose)
+            target.output.report(text, paint=colour.why)
     return 0
 
 
@@ -56,8 +56,7 @@ _DOCTOR_TRIAL = (
 @trial_options(_DOCTOR_TRIAL)
 @json_option("the findings")
 def doctor(
-    python: str | None,
-    ld_library_path: str | None,
+    target: Target,
     strict: bool,
     trial: TrialRequest | None,
     as_json: bool,
@@ -71,7 +70,7 @@ def doctor(
     from cudatx.render import colour
     from cudatx.render import doctor as render
 
-    with scanned(python, ld_library_path) as env:
+    with scanned(target) as env:
         report = diagnose(env, strict=strict)
         if trial is not None:
             from cudatx.trial.doctor import judge_as_is
@@ -82,7 +81,7 @@ def doctor(
     if as_json:
         click.echo(render.to_json(report))
     else:
-        output.report(render.to_text(report), paint=colour.doctor)
+        target.output.report(render.to_text(report), paint=colour.doctor)
     failing = report.trial is not None and bool(report.trial.failing)
     return ExitCode.FINDINGS if report.errors or failing else 0
 
@@ -168,8 +167,7 @@ def _fitting(graph: nx.MultiDiGraph, name: str, requires: bool) -> nx.MultiDiGra
     help="With --around: follow Requires-Dist edges too (they reach what never loads).",
 )
 def graph(
-    python: str | None,
-    ld_library_path: str | None,
+    target: Target,
     fmt: str,
     around_name: str | None,
     radius: int | None,
@@ -185,7 +183,7 @@ def graph(
     # One format unless --format says otherwise: `cudatx graph | less` shows what the
     # terminal shows (it printed 354 KB of JSON when the format followed isatty).
     dot = _find_dot(fmt) if fmt in _PICTURES else ""
-    with scanned(python, ld_library_path) as env:
+    with scanned(target) as env:
         result = build_graph(env)
     if around_name is not None:
         if radius is None:

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import click
 
+from cudatx.cli.output import Output
 from cudatx.errors import CudatxError
 
 if TYPE_CHECKING:
+    from cudatx.discover.target import Query
     from cudatx.planning.change import Planning
     from cudatx.uv import UvOptions
 
@@ -36,32 +38,108 @@ def python_option(command: F) -> F:
     )(command)
 
 
-def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    ctx.meta[f"cudatx.{param.name}"] = value
-    return value
-
-
 def other_writers_option(command: F) -> F:
     """--allow-other-writers: the user accepts an environment or interpreter another user can
-    write (cudatx.trust); kept in the context for the query and the refusals."""
+    write (cudatx.trust); the command receives it as `allow_other_writers`."""
     return click.option(
         "--allow-other-writers",
         is_flag=True,
-        expose_value=False,
-        callback=_remember,
         help="Change, roll back or run the interpreter of an environment that another user "
         "can write too [default: refused, as OpenSSH's StrictModes refuses; read-only "
         "commands run such an interpreter as its owner, never as root].",
     )(command)
 
 
-def allows_other_writers() -> bool:
-    return bool(click.get_current_context().meta.get("cudatx.allow_other_writers"))
+class Target(NamedTuple):
+    """The environment a command reads or changes, and how: resolved once as the command
+    starts (target_options) and handed down as a value, as uv hands down its printer. The
+    interpreter is asked once (`query`, whose answer every scan of the command reuses, the
+    rescan after an apply included); what its site folders' files make of sys.path is read
+    again at each scan (cudatx.discover.target.site_path)."""
+
+    python: str | None  # as --python named it
+    query: Query | None  # the interpreter, being asked; None where it was not found
+    unfound: CudatxError | None  # why not (raised when the command first needs it)
+    ld_library_path: str | None  # the option, else LD_LIBRARY_PATH; None for none
+    use_cache: bool  # not --no-cache
+    progress: bool  # not --no-progress (a bar still needs a terminal)
+    allow_other_writers: bool
+    output: Output  # --color, -q, -v: how the command talks
+
+    def asked(self) -> Query:
+        """The interpreter's query; the reason it has none, raised."""
+        if self.query is None:
+            assert self.unfound is not None
+            raise self.unfound
+        return self.query
+
+    def require_environment(self) -> None:
+        """Refuse a change where nothing named an environment (cudatx.discover.target)."""
+        from cudatx.discover.target import refuse_fallback
+
+        refuse_fallback(self.asked().found_by)
+
+    def answered_for(self, prefix: str) -> bool:
+        """Whether this target's interpreter is that of the environment at `prefix` (its
+        answer, if it has one by now)."""
+        from cudatx.errors import EnvironmentNotFound
+
+        if self.query is None:
+            return False
+        try:
+            return self.query.result().prefix == prefix
+        except EnvironmentNotFound:
+            return False
+
+    def retarget(self, python: str) -> Target:
+        """The same settings for another interpreter, asked now (check-requirements checks
+        the environment its hook names, and an empty one it makes)."""
+        query, unfound = _ask(python, self.allow_other_writers)
+        return self._replace(python=python, query=query, unfound=unfound)
+
+
+def _ask(python: str | None, accept: bool) -> tuple[Query | None, CudatxError | None]:
+    """Find the interpreter as uv does and start asking it (a subprocess); or why not."""
+    from cudatx.discover.target import start_query
+
+    try:
+        return start_query(python, accept_writers=accept), None
+    except CudatxError as exc:
+        return None, exc  # said when the command needs the interpreter, if it does
+
+
+def target(
+    python: str | None,
+    ld_library_path: str | None,
+    *,
+    use_cache: bool,
+    progress: bool,
+    allow_other_writers: bool,
+    output: Output,
+) -> Target:
+    """A Target, its interpreter being asked; a refusal to find the interpreter waits in the
+    value until the command needs it. The one place a command's target is made."""
+    import os
+
+    query, unfound = _ask(python, allow_other_writers)
+    if ld_library_path is None:
+        ld_library_path = os.environ.get("LD_LIBRARY_PATH")
+    return Target(
+        python=python,
+        query=query,
+        unfound=unfound,
+        ld_library_path=ld_library_path or None,
+        use_cache=use_cache,
+        progress=progress,
+        allow_other_writers=allow_other_writers,
+        output=output,
+    )
 
 
 def target_options(command: F) -> F:
-    """--python, --ld-library-path, --no-cache and --no-progress, for the subcommands that
-    replay the loader. The last two reach the scan through the context (cli.app.scanned).
+    """--python, --ld-library-path, --allow-other-writers, --no-cache and --no-progress, for
+    the subcommands that replay the loader; the command receives them, with its output
+    settings (`out`), as `target: Target`.
 
     The target interpreter is asked about itself (a subprocess) as the command starts,
     before the command imports the core: the two overlap, and the scan collects the answer.
@@ -69,20 +147,28 @@ def target_options(command: F) -> F:
     run = command
 
     @functools.wraps(run)
-    def started(*args: Any, **kwargs: Any) -> Any:
-        from cudatx.discover.target import start_query
-
-        meta = click.get_current_context().meta
-        try:
-            accept = bool(meta.get("cudatx.allow_other_writers"))
-            meta["cudatx.query"] = start_query(kwargs.get("python"), accept_writers=accept)
-            meta["cudatx.query_for"] = kwargs.get("python")
-        except CudatxError:
-            pass  # said by the scan, if the command scans that interpreter at all
-        return run(*args, **kwargs)
+    def started(
+        *args: Any,
+        python: str | None,
+        ld_library_path: str | None,
+        allow_other_writers: bool,
+        no_cache: bool,
+        no_progress: bool,
+        out: Output,
+        **kwargs: Any,
+    ) -> Any:
+        chosen = target(
+            python,
+            ld_library_path,
+            use_cache=not no_cache,
+            progress=not no_progress,
+            allow_other_writers=allow_other_writers,
+            output=out,
+        )
+        return run(*args, target=chosen, **kwargs)
 
     flags = [
-        click.option(flag, is_flag=True, expose_value=False, callback=_remember, help=text)
+        click.option(flag, is_flag=True, help=text)
         for flag, text in (
             ("--no-progress", "Draw no progress bar on stderr (one shows only on a terminal)."),
             ("--no-cache", "Read every file afresh, and neither read nor write the scan cache."),
@@ -271,6 +357,7 @@ def strict_option(command: F) -> F:
 
 def planning(
     source: UvSource,
+    out: Output,
     *,
     repair: bool,
     check_requirements: bool,
@@ -279,10 +366,9 @@ def planning(
 ) -> Planning:
     """How the core plans, from the command line: the verdict's options, uv (looked up only
     once a plan needs it) with where it finds wheels, and how its waits on uv are shown
-    (`quiet_waits`: not at all, for --json)."""
+    (`quiet_waits`: not at all, for --json and --no-progress)."""
     import functools
 
-    import cudatx.cli.output as output
     from cudatx.planning.change import Planning
     from cudatx.planning.plan import PlanOptions
     from cudatx.uv import find_uv
@@ -296,12 +382,8 @@ def planning(
         ),
         uv=lambda: find_uv(source.uv),
         uv_options=tuple(source.options.args()),
-        waiting=functools.partial(output.waiting, disabled=quiet_waits or _no_progress()),
+        waiting=functools.partial(out.waiting, disabled=quiet_waits),
     )
-
-
-def _no_progress() -> bool:
-    return bool(click.get_current_context().meta.get("cudatx.no_progress"))
 
 
 def change_options(command: F) -> F:

@@ -7,8 +7,9 @@ when it is a terminal. JSON is never coloured: it is for machines, and its bytes
 depend on where stdout goes.
 
 The options are accepted before and after the subcommand (`cudatx -q remove ...` and
-`cudatx remove ... -q`), as uv's global options are; every context of one run shares
-`ctx.meta`, where they are kept.
+`cudatx remove ... -q`), as uv's global options are: each context parses its own, and
+`settled` adds them up into one `Output` as the command starts, which is handed down as a
+value (as uv hands down its Printer); nothing is kept in click's context or a global.
 """
 
 from __future__ import annotations
@@ -23,13 +24,6 @@ from typing import Any, NamedTuple, TextIO
 import click
 
 COLOR_CHOICES = ("auto", "always", "never")
-_META = "cudatx.output"
-
-
-class Output(NamedTuple):
-    color: str = "auto"
-    quiet: int = 0
-    verbose: int = 0
 
 
 def colour_wanted(choice: str, environ: Mapping[str, str], stream: TextIO) -> bool:
@@ -48,120 +42,155 @@ def colour_wanted(choice: str, environ: Mapping[str, str], stream: TextIO) -> bo
         return False
 
 
-# The settings of this run, also kept outside any context: `main` reports an error after
-# click's contexts are gone, and must still know whether to colour it or keep quiet.
-_last = [Output()]
+# What uv says on stderr while it downloads or builds, off a terminal too ("Downloading
+# torch (846.0MiB)", "Building foo==1.0"): what a wait shows while it lasts.
+_UV_PROGRESS = re.compile(r"^(Downloading|Building) \S")
 
 
-def current() -> Output:
-    ctx = click.get_current_context(silent=True)
-    found = ctx.meta.get(_META) if ctx is not None else None
-    return found if isinstance(found, Output) else _last[0]
+class Output(NamedTuple):
+    """How this run talks (--color, -q, -v), and the ways it does: the printer a command is
+    handed."""
+
+    color: str = "auto"
+    quiet: int = 0
+    verbose: int = 0
+
+    def coloured(self, err: bool = False) -> bool:
+        stream = sys.stderr if err else sys.stdout
+        return colour_wanted(self.color, os.environ, stream)
+
+    def echo(
+        self,
+        text: str,
+        *,
+        err: bool = False,
+        nl: bool = True,
+        paint: Callable[[str], str] | None = None,
+    ) -> None:
+        """Print `text`; `paint` (a render.colour function) colours it where colour is
+        wanted."""
+        if paint is not None and self.coloured(err):
+            text = paint(text)
+        click.echo(text, err=err, nl=nl, color=self.coloured(err))
+
+    def report(self, text: str, *, paint: Callable[[str], str] | None = None) -> None:
+        """A report whose first line is its verdict (a plan, doctor, why): all of it, or under
+        -q the verdict alone."""
+        if self.quiet and text:
+            text = text.split("\n", 1)[0] + "\n"
+        if text:
+            self.echo(text, nl=False, paint=paint)
+
+    def info(self, message: str) -> None:
+        """A line for the person watching (which environment, what was done), on stderr; -q
+        drops it."""
+        if not self.quiet:
+            self.echo(message, err=True)
+
+    def debug(self, message: str, level: int = 1) -> None:
+        """A line shown only under -v (level 1) or -vv (level 2), on stderr."""
+        if self.verbose >= level:
+            self.echo(f"cudatx: {message}", err=True)
+
+    def _label(self, word: str, fg: str, err: bool) -> str:
+        return click.style(word, fg=fg, bold=True) if self.coloured(err) else word
+
+    def warn(self, message: str) -> None:
+        if self.quiet:
+            return
+        label = self._label("warning", "yellow", err=True)
+        click.echo(f"cudatx: {label}: {message}", err=True, color=self.coloured(err=True))
+
+    def error_label(self, err: bool = True) -> str:
+        return self._label("error", "red", err)
+
+    @contextlib.contextmanager
+    def waiting(self, what: str, *, disabled: bool = False) -> Iterator[Callable[[str], None]]:
+        """A wait a person at a terminal sees: `cudatx: WHAT...` on stderr as it starts, the
+        same with its time once it ends (only on a terminal, never under -q, --json or
+        --no-progress: `disabled`). What it yields is told uv's stderr lines as they come: a
+        download or a build among them is the line until the next (`cudatx: Downloading
+        torch (846.0MiB)...`, cut to the terminal's width); the wait's own words end it."""
+        import shutil
+        import time
+
+        from cudatx.progress import wanted
+        from cudatx.render.apply import duration
+
+        shown = wanted(sys.stderr, os.environ, disabled=disabled or bool(self.quiet))
+        if shown:
+            sys.stderr.write(f"cudatx: {what}...")
+            sys.stderr.flush()
+
+        def heard(line: str) -> None:
+            if shown and _UV_PROGRESS.match(line):
+                width = shutil.get_terminal_size().columns
+                sys.stderr.write(f"\r\x1b[K{f'cudatx: {line}...'[: width - 1]}")
+                sys.stderr.flush()
+
+        started = time.monotonic()
+        ended = "failed after"
+        try:
+            yield heard
+            ended = "done in"
+        finally:
+            if shown:
+                took = duration(time.monotonic() - started)
+                sys.stderr.write(f"\r\x1b[Kcudatx: {what}: {ended} {took}\n")
+                sys.stderr.flush()
 
 
-def _set(ctx: click.Context, param: click.Parameter, value: Any) -> None:
-    # An option given before the subcommand and again after it: the later one counts, and
-    # counts add up (`-v remove -v` is -vv), as uv's do.
-    if value is None or (param.name != "color" and not value):
-        return
-    now = ctx.meta.get(_META, Output())
-    if param.name == "color":
-        now = now._replace(color=value)
-    elif param.name == "quiet":
-        now = now._replace(quiet=now.quiet + value)
-    else:
-        now = now._replace(verbose=now.verbose + value)
-    ctx.meta[_META] = now
-    _last[0] = now
-
-
-def _option(names: list[str], help_text: str, **kind: Any) -> click.Option:
-    # Eager: settled before the command's own callbacks run (target_options starts the
-    # interpreter's query there), so every later line knows how to speak.
-    return click.Option(
-        names, expose_value=False, callback=_set, is_eager=True, help=help_text, **kind
-    )
+def settled(ctx: click.Context) -> Output:
+    """The output settings of this run: each context's --color, -q and -v, outermost first.
+    An option given before the subcommand and again after it: the later one counts, and
+    counts add up (`-v remove -v` is -vv), as uv's do."""
+    chain = []
+    at: click.Context | None = ctx
+    while at is not None:
+        chain.append(at)
+        at = at.parent
+    now = Output()
+    for each in reversed(chain):
+        color = each.params.get("color")
+        if color is not None:
+            now = now._replace(color=color)
+        now = now._replace(
+            quiet=now.quiet + (each.params.get("quiet") or 0),
+            verbose=now.verbose + (each.params.get("verbose") or 0),
+        )
+    return now
 
 
 def output_params() -> list[click.Option]:
-    """--color, -q and -v, as new Option objects (one set per command that takes them)."""
+    """--color, -q and -v, as new Option objects (one set per command that takes them); a
+    command's callback receives them through `settled` (cudatx.cli.with_output)."""
     return [
-        _option(
+        click.Option(
             ["--color"],
-            "Colour the output [default: auto: only on a terminal; NO_COLOR turns it "
-            "off, FORCE_COLOR or CLICOLOR_FORCE on].",
             type=click.Choice(COLOR_CHOICES),
             default=None,
+            help="Colour the output [default: auto: only on a terminal; NO_COLOR turns it "
+            "off, FORCE_COLOR or CLICOLOR_FORCE on].",
         ),
-        _option(["-q", "--quiet"], "Print only errors and the verdict line.", count=True),
-        _option(
+        click.Option(["-q", "--quiet"], count=True, help="Print only errors and the verdict line."),
+        click.Option(
             ["-v", "--verbose"],
-            "Say more: what the scan read and took from its cache, every search the "
-            "loader made; -vv: uv's own output too.",
             count=True,
+            help="Say more: what the scan read and took from its cache, every search the "
+            "loader made; -vv: uv's own output too.",
         ),
     ]
-
-
-def coloured(err: bool = False) -> bool:
-    stream = sys.stderr if err else sys.stdout
-    return colour_wanted(current().color, os.environ, stream)
-
-
-def echo(
-    text: str, *, err: bool = False, nl: bool = True, paint: Callable[[str], str] | None = None
-) -> None:
-    """Print `text`; `paint` (a render.colour function) colours it where colour is wanted."""
-    if paint is not None and coloured(err):
-        text = paint(text)
-    click.echo(text, err=err, nl=nl, color=coloured(err))
-
-
-def report(text: str, *, paint: Callable[[str], str] | None = None) -> None:
-    """A report whose first line is its verdict (a plan, doctor, why): all of it, or under -q
-    the verdict alone."""
-    if current().quiet and text:
-        text = text.split("\n", 1)[0] + "\n"
-    if text:
-        echo(text, nl=False, paint=paint)
-
-
-def info(message: str) -> None:
-    """A line for the person watching (which environment, what was done), on stderr; -q
-    drops it."""
-    if not current().quiet:
-        echo(message, err=True)
-
-
-def debug(message: str, level: int = 1) -> None:
-    """A line shown only under -v (level 1) or -vv (level 2), on stderr."""
-    if current().verbose >= level:
-        echo(f"cudatx: {message}", err=True)
-
-
-def _label(word: str, fg: str, err: bool) -> str:
-    return click.style(word, fg=fg, bold=True) if coloured(err) else word
-
-
-def warn(message: str) -> None:
-    if current().quiet:
-        return
-    label = _label("warning", "yellow", err=True)
-    click.echo(f"cudatx: {label}: {message}", err=True, color=coloured(err=True))
-
-
-def error_label(err: bool = True) -> str:
-    return _label("error", "red", err)
 
 
 class Steps:
     """Each phase of an apply as a line on stderr, only on a terminal (never under -q,
     --no-progress or --json); under -vv uv's own output after each uv step, anywhere."""
 
-    def __init__(self, *, disabled: bool) -> None:
+    def __init__(self, out: Output, *, disabled: bool) -> None:
         from cudatx.progress import wanted
 
-        self.shown = not current().quiet and wanted(sys.stderr, os.environ, disabled=disabled)
+        self.out = out
+        self.shown = not out.quiet and wanted(sys.stderr, os.environ, disabled=disabled)
         self.open = False  # a started phase's line, not yet ended by a newline
 
     def __call__(self, phase: Any) -> None:
@@ -177,7 +206,7 @@ class Steps:
                 sys.stderr.write(line)
                 self.open = True
             sys.stderr.flush()
-        if phase.done and phase.output.strip() and current().verbose >= 2:
+        if phase.done and phase.output.strip() and self.out.verbose >= 2:
             self.end()
             click.echo(phase.output.rstrip("\n"), err=True)
 
@@ -186,47 +215,6 @@ class Steps:
             sys.stderr.write("\n")
             sys.stderr.flush()
             self.open = False
-
-
-# What uv says on stderr while it downloads or builds, off a terminal too ("Downloading
-# torch (846.0MiB)", "Building foo==1.0"): the line a wait shows after its own words.
-_UV_PROGRESS = re.compile(r"^(Downloading|Building) \S")
-
-
-@contextlib.contextmanager
-def waiting(what: str, *, disabled: bool = False) -> Iterator[Callable[[str], None]]:
-    """A wait a person at a terminal sees: `cudatx: WHAT...` on stderr as it starts, the
-    same with its time once it ends (only on a terminal, never under -q, --json or
-    --no-progress: `disabled`). What it yields is told uv's stderr lines as they come: a
-    download or a build among them is the line until the next (`cudatx: Downloading torch
-    (846.0MiB)...`, cut to the terminal's width); the wait's own words end it."""
-    import shutil
-    import time
-
-    from cudatx.progress import wanted
-    from cudatx.render.apply import duration
-
-    shown = wanted(sys.stderr, os.environ, disabled=disabled or bool(current().quiet))
-    if shown:
-        sys.stderr.write(f"cudatx: {what}...")
-        sys.stderr.flush()
-
-    def heard(line: str) -> None:
-        if shown and _UV_PROGRESS.match(line):
-            width = shutil.get_terminal_size().columns
-            sys.stderr.write(f"\r\x1b[K{f'cudatx: {line}...'[: width - 1]}")
-            sys.stderr.flush()
-
-    started = time.monotonic()
-    ended = "failed after"
-    try:
-        yield heard
-        ended = "done in"
-    finally:
-        if shown:
-            took = duration(time.monotonic() - started)
-            sys.stderr.write(f"\r\x1b[Kcudatx: {what}: {ended} {took}\n")
-            sys.stderr.flush()
 
 
 def confirm(question: str) -> None:

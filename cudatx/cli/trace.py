@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import click
 
-import cudatx.cli.output as output
 from cudatx.cli.app import refuse_unfinished
-from cudatx.cli.options import (
-    allows_other_writers,
-    json_option,
-    other_writers_option,
-    python_option,
-)
+from cudatx.cli.options import json_option, other_writers_option, python_option
+from cudatx.cli.output import Output
 from cudatx.errors import UsageError
 from cudatx.names import counted
 
@@ -28,7 +23,13 @@ from cudatx.names import counted
 )
 @json_option("the records (with --list)")
 def trace(
-    command: tuple[str, ...], python: str | None, listing: bool, clear: bool, as_json: bool
+    command: tuple[str, ...],
+    python: str | None,
+    allow_other_writers: bool,
+    listing: bool,
+    clear: bool,
+    as_json: bool,
+    out: Output,
 ) -> int:
     """Run CMD in the environment with the loader reporting (LD_DEBUG), and keep what it
     mapped: plans and doctor then count those loads as `observed`. Exits with CMD's own
@@ -46,7 +47,7 @@ def trace(
     if not (listing or clear or command):
         raise UsageError("trace needs a command: cudatx trace [--python ENV] -- CMD [ARGS...]")
     require_environment(python)  # a record is written into the environment: never cudatx's own
-    target = start_query(python, accept_writers=allows_other_writers()).result()
+    target = start_query(python, accept_writers=allow_other_writers).result()
     if listing:
         traces, _ = read_traces(target.prefix, strict=True)
         if as_json:
@@ -63,9 +64,9 @@ def trace(
     from cudatx.trust import refuse_target_writers
     from cudatx.txn.trace import trace as run_traced
 
-    output.info(f"Using Python {target.version} environment at: {target.prefix}")
-    refuse_unfinished(target.prefix)
-    refuse_target_writers(target, accepted=allows_other_writers(), what="runs")
+    out.info(f"Using Python {target.version} environment at: {target.prefix}")
+    refuse_unfinished(out, target.prefix)
+    refuse_target_writers(target, accepted=allow_other_writers, what="runs")
     done = run_traced(target, command)
-    output.info(render.recorded(done))
+    out.info(render.recorded(done))
     return done.record.exit_code

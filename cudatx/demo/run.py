@@ -9,6 +9,7 @@ from pathlib import Path
 from cudatx.analysis.doctor import DoctorReport, diagnose
 from cudatx.analysis.why import WhyReport, explain
 from cudatx.demo.build import PLUGIN, PLUGIN_WORKLOAD, DemoEnv, build_demo
+from cudatx.discover.target import start_query
 from cudatx.discover.traces import Trace
 from cudatx.environment import Environment
 from cudatx.planning.change import Planning, propose_removal
@@ -38,14 +39,15 @@ class DemoRun:
 def run_demo(folder: Path, *, compiler: str | None) -> DemoRun:
     """Build the demo environment in `folder`, then run doctor, why and a removal's plan."""
     built = build_demo(folder, compiler=compiler)
-    env = scan(str(built.venv), ld_library_path=None)
+    query = start_query(str(built.venv))  # asked once: the rescan after the trace reuses it
+    env = scan(str(built.venv), ld_library_path=None, query=query)
     # Where the demo's wheels are, so that the repair the plan suggests stages them, offline.
     where = ("--offline", "--find-links", str(built.wheels))
     planning = Planning(uv_options=where)
     plan = propose_removal(env, (REMOVE,), (), planning).plan
     before = propose_removal(env, (PLUGIN.name,), (), planning).plan
     traced = trace(env.target, TRACED, cwd=str(folder))
-    rescanned = scan(str(built.venv), ld_library_path=None)
+    rescanned = scan(str(built.venv), ld_library_path=None, query=query)
     after = propose_removal(rescanned, (PLUGIN.name,), (), planning).plan
     return DemoRun(
         built=built,

@@ -19,17 +19,17 @@ from cudatx.reading import MAX_ANSWER
 from cudatx.trust import interpreter_paths, other_writers, owner_to_run_as
 
 if TYPE_CHECKING:
-    from cudatx.models import PythonTarget
+    from cudatx.models import Interpreter, PythonTarget
 
 # Runs inside the target interpreter (any Python >= 3.8), started with -I -S: isolated (no
 # PYTHON* variables, no user site) and without the site module's main(), so no .pth line and
-# no sitecustomize of the target runs (-I alone still runs both: it does not imply -S). What
-# site.main() would add to sys.path is computed here by reading, as Lib/site.py does it:
-# venv() finds pyvenv.cfg next to the executable or one folder up and makes its folder the
-# prefix (before 3.11 only site does this); addsitepackages() then, for each site folder
-# that exists, appends it and, for each `*.pth` in it by sorted name (not starting with
-# "."), each line that is not a comment or an `import` line as a folder joined to the site
-# folder, if it exists and is not on the path yet. `import` lines are reported, never run.
+# no sitecustomize of the target runs (-I alone still runs both: it does not imply -S). It
+# answers only what the interpreter knows of itself: sys.path as it starts (before site), and
+# the site folders site.main() would add, found as Lib/site.py finds them: venv() finds
+# pyvenv.cfg next to the executable or one folder up and makes its folder the prefix (before
+# 3.11 only site does this); getsitepackages() of those prefixes. What the `.pth` files in
+# those folders add is read by cudatx itself (site_path), at every scan: an apply can add or
+# remove one, and the post-apply rescan must see that without asking the interpreter again.
 # The answer goes to the file descriptor named in argv[1], not to stdout. Standard library
 # only; the marker environment is computed as packaging.markers does (PEP 508).
 _QUERY = r"""
@@ -67,37 +67,6 @@ try:
             sites.append(p)
 except AttributeError:
     pass
-path = [p for p in sys.path if p]
-known = {os.path.normcase(os.path.abspath(p)) for p in path}
-imports = []
-def _add(folder):
-    key = os.path.normcase(os.path.abspath(folder))
-    if key not in known and os.path.exists(folder):
-        known.add(key)
-        path.append(folder)
-for folder in sites:
-    if not os.path.isdir(folder):
-        continue
-    _add(folder)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        continue
-    for name in names:
-        if not name.endswith(".pth") or name.startswith("."):
-            continue
-        try:
-            with open(os.path.join(folder, name), "rb") as f:
-                text = f.read(1 << 20).decode("utf-8-sig", "replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            if line.startswith(("import ", "import	")):
-                imports.append(name + ": " + line.strip()[:200])
-                continue
-            _add(os.path.join(folder, line.rstrip()))
 try:
     exe = os.readlink("/proc/self/exe")
 except OSError:
@@ -109,11 +78,10 @@ with os.fdopen(int(sys.argv[1]), "w", encoding="utf-8", errors="surrogateescape"
         "version": platform.python_version(),
         "prefix": sys.prefix,
         "base_prefix": getattr(sys, "base_prefix", sys.prefix),
-        "sys_path": path,
+        "path": [p for p in sys.path if p],
         "site_packages": sites,
         "stdlib": sorted({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")}),
         "extension_suffixes": importlib.machinery.EXTENSION_SUFFIXES,
-        "pth_imports": imports,
         "markers": {
             "implementation_name": sys.implementation.name,
             "implementation_version": _impl_version(),
@@ -129,6 +97,70 @@ with os.fdopen(int(sys.argv[1]), "w", encoding="utf-8", errors="surrogateescape"
         },
     }))
 """
+
+_PTH_BYTES = 1 << 20  # read of each .pth file, as the query read them before
+
+
+def site_path(interpreter: Interpreter) -> PythonTarget:
+    """The target as its site module would start it on the files as they are now: what
+    site.main() adds to sys.path, computed by reading as Lib/site.py's addsitedir() and
+    addpackage() do. For each site folder that exists: append it and, for each `*.pth` in it
+    by sorted name (not starting with "."), each line that is not a comment or an `import`
+    line, as a folder joined to the site folder, if it exists and is not on the path yet.
+    `import` lines are reported (`name.pth: line`), never run.
+
+    Read here, in cudatx, not by the interpreter's query: an apply can add or remove a .pth
+    file, and the rescan after it sees that without running the interpreter again."""
+    from cudatx.models import PythonTarget
+
+    path = list(interpreter.path)
+    known = {os.path.normcase(os.path.abspath(p)) for p in path}
+    imports: list[str] = []
+
+    def add(folder: str) -> None:
+        key = os.path.normcase(os.path.abspath(folder))
+        if key not in known and os.path.exists(folder):
+            known.add(key)
+            path.append(folder)
+
+    for folder in interpreter.site_packages:
+        if not os.path.isdir(folder):
+            continue
+        add(folder)
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith(".pth") or name.startswith("."):
+                continue
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    text = f.read(_PTH_BYTES).decode("utf-8-sig", "replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("#") or not line.strip():
+                    continue
+                if line.startswith(("import ", "import\t")):
+                    imports.append(name + ": " + line.strip()[:200])
+                    continue
+                add(os.path.join(folder, line.rstrip()))
+    return PythonTarget(
+        python=interpreter.python,
+        executable=interpreter.executable,
+        version=interpreter.version,
+        prefix=interpreter.prefix,
+        base_prefix=interpreter.base_prefix,
+        sys_path=tuple(path),
+        site_packages=interpreter.site_packages,
+        stdlib=interpreter.stdlib,
+        extension_suffixes=interpreter.extension_suffixes,
+        markers=interpreter.markers,
+        pth_imports=tuple(imports),
+        found_by=interpreter.found_by,
+    )
+
 
 # What found the interpreter when nothing named one: the interpreter cudatx runs on.
 FALLBACK = "the first python3 on PATH"
@@ -202,7 +234,11 @@ def require_environment(
     refuses the same way ("No virtual environment found", `uv pip install` without --system).
     """
     env = os.environ if environ is None else environ
-    _, found_by = locate_interpreter(python, env, cwd or Path.cwd())
+    refuse_fallback(locate_interpreter(python, env, cwd or Path.cwd())[1])
+
+
+def refuse_fallback(found_by: str) -> None:
+    """require_environment, for an interpreter already found (`found_by` says how)."""
     if found_by == FALLBACK:
         raise NoVirtualEnvironment(
             "No virtual environment found; pass --python PATH (an interpreter or an "
@@ -249,6 +285,7 @@ class Query:
         self.writers = writers  # who else can write the interpreter (cudatx.trust)
         self._started: subprocess.Popen[bytes] | None = None
         self._answer: int | None = None
+        self._said: Interpreter | EnvironmentNotFound | None = None  # once collected
         self._error: str | None = None
         read, write = os.pipe()
         as_user: dict[str, Any] = {}
@@ -298,8 +335,25 @@ class Query:
         return None
 
     def result(self) -> PythonTarget:
+        """The target: the interpreter's answer (collected once, however often this is
+        called) with the sys.path its site folders make now (site_path)."""
+        return site_path(self.answer())
+
+    def answer(self) -> Interpreter:
+        """What the interpreter said: waited for and read the first time only (a refusal
+        too: asked again, it is raised again)."""
+        if self._said is None:
+            try:
+                self._said = self._collect()
+            except EnvironmentNotFound as exc:
+                self._said = exc
+        if isinstance(self._said, EnvironmentNotFound):
+            raise self._said
+        return self._said
+
+    def _collect(self) -> Interpreter:
         from cudatx.codec import Invalid, convert
-        from cudatx.models import PythonTarget
+        from cudatx.models import Interpreter
 
         interpreter = self.interpreter
         started, fd = self._started, self._answer
@@ -329,7 +383,7 @@ class Query:
             data = json.loads(answer.decode("utf-8", "surrogateescape"))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-            return convert(PythonTarget, {**data, "found_by": self.found_by})
+            return convert(Interpreter, {**data, "found_by": self.found_by})
         except Invalid as exc:
             raise EnvironmentNotFound(
                 f"{interpreter} gave an answer cudatx cannot use ({one_line(str(exc))})"
@@ -370,7 +424,11 @@ def find_target(
 
 
 def hook_target(
-    python: str | None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
+    python: str | None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    *,
+    asked: Query | None = None,
 ) -> str | None:
     """The environment `check-requirements` checks, or None when there is none to check.
 
@@ -378,6 +436,7 @@ def hook_target(
     hooks), so under pre-commit (PRE_COMMIT set) VIRTUAL_ENV is never trusted: --python
     from the hook's args, else the project's .venv. Elsewhere, uv's discovery, but never
     cudatx's own interpreter: a requirements file is not about the tool's environment.
+    `asked`: that discovery's query, already started (the command's target), if any.
     """
     env = os.environ if environ is None else environ
     here = cwd or Path.cwd()
@@ -387,7 +446,7 @@ def hook_target(
         venv = here / ".venv"
         return str(venv) if venv.is_dir() else None
     try:
-        target = find_target(None, env, here)
+        target = (asked or start_query(None, env, here)).result()
     except EnvironmentNotFound:
         return None
     return None if target.found_by == FALLBACK else target.prefix

@@ -114,6 +114,12 @@ def test_off_a_terminal_colour_only_when_asked(demo: Path) -> None:
     )
     assert "\x1b[" in always.stdout
     assert plain.stdout == re.sub(r"\x1b\[[0-9;]*m", "", forced.stdout)  # colour only
+    # An error in the subcommand's own options: said as the options before it asked.
+    wrong = cudatx("--color", "always", "doctor", "--no-such-option", hide=QUIET)
+    assert wrong.returncode == 2
+    assert wrong.stderr.startswith("cudatx: \x1b[31m\x1b[1merror\x1b[0m: "), wrong.stderr
+    after = cudatx("doctor", "--python", "/no/such/python", "--color", "always", hide=QUIET)
+    assert after.stderr.startswith("cudatx: \x1b[31m\x1b[1merror\x1b[0m: "), after.stderr
 
 
 # -- -q and -v ------------------------------------------------------------------------------
