@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment, one_line
-from cudatx.reading import MAX_ANSWER
+from cudatx.reading import MAX_ANSWER, open_regular
 from cudatx.trust import interpreter_paths, other_writers, owner_to_run_as
 
 if TYPE_CHECKING:
@@ -101,6 +101,22 @@ with os.fdopen(int(sys.argv[1]), "w", encoding="utf-8", errors="surrogateescape"
 _PTH_BYTES = 1 << 20  # read of each .pth file, as the query read them before
 
 
+def _head(path: str) -> bytes:
+    """The first _PTH_BYTES bytes of the regular file at `path`, opened without blocking
+    (cudatx.reading.open_regular): a .pth is read in cudatx's own process now, and a FIFO
+    named x.pth must not hang it."""
+    fd, _ = open_regular(path)
+    try:
+        chunks: list[bytes] = []
+        total = 0
+        while total < _PTH_BYTES and (chunk := os.read(fd, _PTH_BYTES - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def site_path(interpreter: Interpreter) -> PythonTarget:
     """The target as its site module would start it on the files as they are now: what
     site.main() adds to sys.path, computed by reading as Lib/site.py's addsitedir() and
@@ -135,9 +151,8 @@ def site_path(interpreter: Interpreter) -> PythonTarget:
             if not name.endswith(".pth") or name.startswith("."):
                 continue
             try:
-                with open(os.path.join(folder, name), "rb") as f:
-                    text = f.read(_PTH_BYTES).decode("utf-8-sig", "replace")
-            except OSError:
+                text = _head(os.path.join(folder, name)).decode("utf-8-sig", "replace")
+            except OSError:  # a FIFO, a device, a dangling link: site.py would stall or fail
                 continue
             for line in text.splitlines():
                 if line.startswith("#") or not line.strip():

@@ -13,6 +13,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -361,6 +362,21 @@ def test_pth_path_lines_are_read_and_import_lines_reported(hostile: tuple[Path, 
     assert target.sys_path[-2:] == (site, os.fspath(venv.parent / "extra"))
     assert [i.split(":")[0] for i in target.pth_imports] == ["evil.pth"]
     assert list(witness.iterdir()) == []
+
+
+def test_a_fifo_named_pth_is_passed_over(tmp_path: Path) -> None:
+    """cudatx reads the .pth files itself (the interpreter's query does not): a FIFO named
+    x.pth, which no writer ever opens, is passed over instead of hanging the scan, and the
+    .pth beside it is still read."""
+    venv = make_venv(tmp_path / "venv")
+    site = site_packages(venv)
+    os.mkfifo(site / "a-fifo.pth")
+    (tmp_path / "extra").mkdir()
+    (site / "b-extra.pth").write_text(f"{tmp_path / 'extra'}\n")
+    started = time.monotonic()
+    target = find_target(os.fspath(venv), environ={}, cwd=tmp_path)
+    assert time.monotonic() - started < 30
+    assert target.sys_path[-1] == os.fspath(tmp_path / "extra")
 
 
 def _fake_python(path: Path, body: str) -> Path:
