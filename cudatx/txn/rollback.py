@@ -12,7 +12,14 @@ from dataclasses import replace
 
 from cudatx.digest import file_state
 from cudatx.discover.dists import scan_distributions
-from cudatx.errors import Conflict, Interrupted, NothingToRollBack, StoreError, UsageError
+from cudatx.errors import (
+    Busy,
+    Conflict,
+    Interrupted,
+    NothingToRollBack,
+    StoreError,
+    UsageError,
+)
 from cudatx.models import Distribution
 from cudatx.names import canonical_name, counted
 from cudatx.trust import identity, refuse_foreign
@@ -219,8 +226,22 @@ def chosen(store: Store, txn: str | None) -> Journal:
 
 
 def pending(prefix: str, txn: str | None) -> Journal:
-    """What `rollback` would roll back, read without taking the lock (a prompt, a dry run)."""
-    return chosen(Store(prefix), txn)
+    """What `rollback` would roll back, read without taking the lock (a prompt, a dry run).
+
+    A transaction that has just started holds the lock before its journal is written: with
+    nothing recorded yet, that is Busy (exit 7, naming the holder), not "nothing to roll
+    back" (14), which would be false a moment later."""
+    store = Store(prefix)
+    try:
+        return chosen(store, txn)
+    except NothingToRollBack:
+        holder = store.holder()
+        if holder is not None:
+            raise Busy(
+                f"another cudatx transaction ({holder}) is changing {prefix} and has recorded "
+                "nothing yet; wait for it or check that it is still running"
+            ) from None
+        raise
 
 
 def rollback(prefix: str, txn: str | None, *, force: bool) -> tuple[str, str]:

@@ -220,6 +220,22 @@ class Store:
 
     # -- lock ----------------------------------------------------------------------------
 
+    def holder(self) -> str | None:
+        """Who holds the lock now (`pid N`), or None: tried shared and at once, and let go at
+        once, writing nothing (as cudatx.trust.transaction_running tries it)."""
+        path = self.root / LOCK
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            return _holder(fd) if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN) else None
+        finally:
+            os.close(fd)  # drops the shared lock with it
+        return None
+
     @contextlib.contextmanager
     def lock(self, wait: float = 0.0) -> Iterator[int]:
         """Hold this environment's transaction lock (yields its descriptor), or raise Busy

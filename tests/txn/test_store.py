@@ -532,3 +532,24 @@ def test_a_take_killed_at_any_point_leaves_no_snapshot_or_a_complete_one(tmp_pat
         assert len(saved.files) == len(paths)
         verify_saved(txn_dir, saved)
     assert "partial" in outcomes, outcomes  # at least one kill landed in the middle of a take
+
+
+def test_a_rollback_before_the_first_journal_is_busy_not_nothing(tmp_path: Path) -> None:
+    """A transaction holds the lock before it writes its journal: a rollback in that moment,
+    in an environment with nothing recorded yet, is Busy (7) naming the holder, not "nothing
+    to roll back" (14), which would be false a moment later. (The real apply of
+    test_hardening's test_a_rollback_during_an_apply_is_refused hit that moment on a loaded
+    machine.) Once the lock is let go, it is 14 again."""
+    from tests.support import make_venv
+    from tests.support.cli import cudatx
+
+    venv = make_venv(tmp_path / "venv")
+    store = Store(os.fspath(venv))
+    with store.lock():
+        held = cudatx("rollback", "--yes", "--python", venv)
+        dry = cudatx("rollback", "--dry-run", "--python", venv)
+    assert held.returncode == ExitCode.BUSY, held.stderr
+    assert f"pid {os.getpid()}" in held.stderr
+    assert dry.returncode == ExitCode.BUSY, dry.stderr
+    after = cudatx("rollback", "--yes", "--python", venv)
+    assert after.returncode == ExitCode.NOTHING_TO_ROLL_BACK, after.stderr
