@@ -110,6 +110,7 @@ def test_compiled_with_hashes_and_via_comments() -> None:
 
 def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path) -> None:
     (tmp_path / "wheels").mkdir()
+    (tmp_path / "constraints.txt").write_text("torch<2.9\n")
     (tmp_path / "common.in").write_text(
         "Typing_Extensions>=4.8,<5\n--extra-index-url https://download.pytorch.org/whl/cu128\n"
     )
@@ -121,7 +122,7 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
         "--find-links https://example.org/links\n"
         "--no-index\n"
         "--trusted-host pypi.example\n"
-        "-c constraints-that-are-not-read.txt\n"
+        "-c constraints.txt\n"
         "-r common.in\n"
         "torch>=2.4,<3 ; python_version >= '3.10'\n"
         "pywin32==306 ; sys_platform == 'win32'\n"
@@ -162,16 +163,21 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
         "--find-links",
         "https://example.org/links",
         "--no-index",
+        "--constraints",  # no entries: handed to uv, which applies them
+        str(tmp_path / "constraints.txt"),
         "--extra-index-url",
         "https://download.pytorch.org/whl/cu128",
     )
 
 
-def test_editables_and_unnamed_references(tmp_path: Path) -> None:
+def test_editables_and_unnamed_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A requirement's relative path is relative to the working folder, as uv reads it."""
+    monkeypatch.chdir(tmp_path)
     pkg = tmp_path / "pkgs" / "local-pkg"
     pkg.mkdir(parents=True)
     (pkg / "pyproject.toml").write_text('[project]\nname = "Local.Pkg"\nversion = "1"\n')
-    reqs = tmp_path / "dev.txt"
+    reqs = tmp_path / "lists" / "dev.txt"
+    reqs.parent.mkdir()
     reqs.write_text(
         "-e ./pkgs/local-pkg[test]\n"
         "--editable git+https://github.com/org/repo@v1#egg=Repo_Tool\n"
@@ -230,21 +236,18 @@ def test_malformed_requirements_are_one_line(tmp_path: Path, text: str, says: st
 
 
 def test_include_cycle_and_missing_include(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("six\n-r b.txt\n")
-    (tmp_path / "b.txt").write_text("\n\n-r a.txt\n")
-    assert (
-        refusal(tmp_path / "a.txt")
-        == f"{tmp_path / 'b.txt'}:3: -r a.txt: includes itself (a cycle)"
-    )
+    """As uv: a file already read is not read again, so a cycle of includes ends there."""
+    (tmp_path / "a.txt").write_text("six\n-r b.txt\n-r ./b.txt\n")
+    (tmp_path / "b.txt").write_text("\n\n-r a.txt\nidna\n")
+    assert texts(read(tmp_path / "a.txt")) == ["six", "idna"]
     (tmp_path / "c.txt").write_text("-r missing.txt\n")
     assert "missing.txt: No such file or directory" in refusal(tmp_path / "c.txt", UnreadableFile)
 
 
-def test_variables_are_expanded_as_pip_and_uv_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`${NAME}` in an include, a path and a URL: expanded from the environment, as pip and uv
-    do; `$NAME`, lower-case names and unset variables stay as written."""
+def test_variables_are_expanded_as_uv_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`${NAME}` in an include, a path and a URL: expanded from the environment, as uv does;
+    unset variables stay as written; one set to "" expands to ""; never in a version."""
+    monkeypatch.chdir(tmp_path)
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "a.txt").write_text("six==1.16.0\n")
@@ -255,7 +258,9 @@ def test_variables_are_expanded_as_pip_and_uv_do(
         f"./${{DIST}}/{wheel}\n"
         "idna @ https://${HOST}/idna-3.7-py3-none-any.whl\n"
         "--find-links ${UNSET_HERE}/wheels\n"
+        "--find-links=${EMPTY}links\n"
     )
+    monkeypatch.setenv("EMPTY", "")
     monkeypatch.setenv("SUBDIR", "sub")
     monkeypatch.setenv("DIST", "dist")
     monkeypatch.setenv("HOST", "files.example")
@@ -265,9 +270,12 @@ def test_variables_are_expanded_as_pip_and_uv_do(
     assert pins["six"].source == str(sub / "a.txt")
     assert pins["pkg-x"].url == str(tmp_path / "dist" / wheel)
     assert pins["idna"].url == "https://files.example/idna-3.7-py3-none-any.whl"
-    assert found.options[-1] == "${UNSET_HERE}/wheels"  # unset: as written, as pip leaves it
+    assert found.options[-3:] == ("${UNSET_HERE}/wheels", "--find-links", "links")
     monkeypatch.delenv("SUBDIR")
     assert "${SUBDIR}/a.txt" in refusal(reqs, UnreadableFile)
+    monkeypatch.setenv("VERSION", "1.0")
+    reqs.write_text("six==${VERSION}\n")
+    assert ":1: not a requirement: " in refusal(reqs)
 
 
 def test_unreadable_files(tmp_path: Path) -> None:

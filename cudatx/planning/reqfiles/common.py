@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import tomllib
@@ -48,13 +49,40 @@ class RequirementsFile(Frozen):
 def read_text(path: str) -> str:
     """A requirements file's text (a -r include, pyproject.toml, a lock): a regular file only,
     opened without blocking, at most MAX_REQUIREMENTS bytes (cudatx.reading), UTF-8."""
+    return decode_text(path, read_bytes(path))
+
+
+def read_bytes(path: str) -> bytes:
     try:
-        return read_bounded(path, MAX_REQUIREMENTS).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UnreadableFile(f"{path}: not UTF-8 text ({exc.reason})", path=path) from None
+        return read_bounded(path, MAX_REQUIREMENTS)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UnreadableFile(f"{path}: {reason}", path=path) from None
+
+
+# The byte-order marks uv sniffs before decoding a requirements file (uv-fs
+# read_to_string_transcode, encoding_rs_io's DecodeReaderBytes): the mark goes, the rest is
+# decoded as it says.
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def decode_text(path: str, data: bytes, *, transcode: bool = False) -> str:
+    encoding = "utf-8"
+    if transcode:
+        for bom, name in _BOMS:
+            if data.startswith(bom):
+                data, encoding = data[len(bom) :], name
+                break
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(
+            f"{path}: not {encoding.upper()} text ({exc.reason})", path=path
+        ) from None
 
 
 def parse_toml(path: str, text: str) -> dict[str, Any]:

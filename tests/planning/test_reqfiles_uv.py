@@ -1,0 +1,310 @@
+"""Requirements files as uv reads them: cudatx's reading judged by the real, pinned uv.
+
+Each case of the corpus below is a folder of requirements files (and the local wheels,
+projects and variables they name). The judge is uv itself (the exact version the `test` extra
+pins): `uv pip compile --no-deps --format pylock.toml` for the target interpreter of an empty
+venv gives, for every package the file asks for there, its name, the version uv chose, where
+from (the find-links folder, a direct path or URL, an editable folder), without building or
+installing anything. cudatx's reading must name the same packages, the same pinned versions,
+the same references and editables; and the file cudatx hands uv in place of the user's (the
+pins as `check-requirements` writes them, with the file's options) must resolve to the same
+packages. A file uv refuses, cudatx refuses: one line, a CudatxError, never a traceback.
+
+Relative paths read as uv reads them: `-r`/`-c`/`-f` relative to the file that names them,
+the requirements' own paths (`./x.whl`, `-e ./pkg`) relative to the working folder, so the
+judge and cudatx run in the case's folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+
+from cudatx.errors import CudatxError
+from cudatx.planning.checkreq import _write
+from cudatx.planning.reqfiles import RequirementsFile, read_requirements
+from tests.support.venvs import make_venv, uv_bin, uv_env
+from tests.support.wheels import build_wheel
+
+# name -> versions built into the shared find-links folder (`<<wheels>>` in the corpus)
+WHEELS = {
+    "foo_bar.baz": ["1.0", "1.5", "2.0"],
+    "six": ["1.16.0", "1.17.0"],
+    "legacy": ["1.0", "2.0"],  # not 1.0.0 too: uv keeps one of two equal versions
+    "alpha": ["1.0", "2.0", "3.0"],
+    "beta": ["1.0", "1.9", "2.0"],
+    "zeta": ["1.0+cu12", "1.1"],
+    "winonly": ["1.0"],
+    "localpkg": ["3.1"],
+}
+STATIC_PROJECT = '[project]\nname = "Ed_Pkg"\nversion = "0.3"\n'
+
+
+@dataclass(frozen=True)
+class Case:
+    files: Mapping[str, str | bytes]  # relative path -> text (`<<key>>` filled in) or bytes
+    env: Mapping[str, str] = field(default_factory=dict)  # variables set for both readers
+    main: str = "r.txt"
+
+
+CASES: dict[str, Case] = {
+    "specifiers-and-names": Case(
+        {
+            "r.txt": "Foo_Bar.baz>=1.0,<2\nsix~=1.16.0\nlegacy===1.0\nalpha!=3.0\n"
+            "beta==1.*\nzeta==1.0\n"
+        }
+    ),
+    "more-operators": Case({"r.txt": "alpha>1.0\nbeta<=1.9\nsix<1.17\nlegacy==2.0.0\n"}),
+    "extras-and-spaces": Case(
+        {"r.txt": "  six [ cli ] == 1.16.0   \n\tFOO-bar_BAZ\t<2\t\n  \nalpha ==2.0\n"}
+    ),
+    "markers": Case(
+        {
+            "r.txt": "six==1.16.0 ; python_version >= '3.8'\n"
+            "winonly ; sys_platform == 'win32'\n"
+            'alpha==1.0; platform_machine == "not-a-machine"\n'
+            "beta==2.0 ;implementation_name=='cpython' and os_name == 'posix'\n"
+            "legacy ; python_version < '3'\n"
+        }
+    ),
+    "direct-references": Case(
+        {
+            "r.txt": "localpkg @ file://<<wheels>>/localpkg-3.1-py3-none-any.whl\n"
+            "./wheels/six-1.16.0-py3-none-any.whl\n"
+            "alpha @ ./wheels/alpha-2.0-py3-none-any.whl\n"
+            "<<wheels>>/beta-1.9-py3-none-any.whl\n"
+        }
+    ),
+    "url-fragment-is-not-a-comment": Case(
+        {
+            "r.txt": "localpkg @ file://<<wheels>>/localpkg-3.1-py3-none-any.whl"
+            "#sha256=<<sha:localpkg-3.1>> # but this is\n"
+            "six==1.16.0 # a comment\n"
+            "# alpha==1.0\n"
+        }
+    ),
+    "includes": Case(
+        {
+            "r.txt": "-r sub/a.txt\n--requirement=sub/b.in\n  -r   sub/a.txt  \nbeta==1.0\n",
+            "sub/a.txt": "six==1.16.0\n-r ../c.txt\n",
+            "sub/b.in": "alpha==2.0\n",
+            "c.txt": "legacy==1.0\n-r r.txt\n",
+        }
+    ),
+    "constraints": Case(
+        {
+            "r.txt": "-c cons/c.txt\nsix\nalpha>=1\n",
+            "cons/c.txt": "six<1.17\nalpha==2.0\nbeta==1.0\n-c more.txt\n",
+            "cons/more.txt": "alpha<3\n",
+        }
+    ),
+    "editable": Case(
+        {"r.txt": "-e ./edpkg\n--editable=./edpkg2\n", "edpkg/pyproject.toml": STATIC_PROJECT}
+        | {"edpkg2/pyproject.toml": STATIC_PROJECT.replace("Ed_Pkg", "ed.two")}
+    ),
+    "hashes-and-continuations": Case(
+        {
+            "r.txt": "six==1.16.0 \\\n    --hash=sha256:<<sha:six-1.16.0>> \\\n"
+            "    --hash=sha256:<<sha:six-1.17.0>>\n"
+            "alpha \\\n  ==2.0\n"
+            "beta==1.0 --hash=sha256:<<sha:beta-1.0>>\n"
+        }
+    ),
+    "options": Case(
+        {
+            "r.txt": "--index-url https://pypi.invalid/simple\n"
+            "--extra-index-url=https://extra.invalid/simple\n"
+            "-f ./more\n"
+            "--trusted-host pypi.invalid\n--pre\n--prefer-binary\n"
+            "--no-binary :none:\n--only-binary :all:\n"
+            "winonly==1.0\n",
+            "more/winonly-1.0-py3-none-any.whl": b"<<copy:winonly-1.0>>",
+        }
+    ),
+    "variables": Case(
+        {
+            "r.txt": "-r ${SUBDIR}/a.txt\n"
+            "localpkg @ file://${WHEELS}/localpkg-3.1-py3-none-any.whl\n"
+            "${WHEELS}/six-1.16.0-py3-none-any.whl\n"
+            "-f ${EMPTY}more\n",
+            "sub/a.txt": "alpha==2.0\n",
+            "more/winonly-1.0-py3-none-any.whl": b"<<copy:winonly-1.0>>",
+        },
+        env={"SUBDIR": "sub", "WHEELS": "<<wheels>>", "EMPTY": ""},
+    ),
+    "variable-unset-in-a-path": Case(
+        {"r.txt": "-r ${UNSET_H26R}/a.txt\n", "sub/a.txt": "six\n"},
+    ),
+    "variable-in-a-version": Case({"r.txt": "six==${SIXV}\n"}, env={"SIXV": "1.16.0"}),
+    "crlf": Case(
+        {
+            "r.txt": "six==1.16.0\r\n-r b.txt\r\n# c\r\n\r\nalpha==1.0 \\\r\n"
+            "  ; python_version > '3'\r\n",
+            "b.txt": "beta==2.0\r\n",
+        }
+    ),
+    "cr-only": Case({"r.txt": "six==1.16.0\ralpha==1.0\r"}),
+    "utf8-bom": Case({"r.txt": b"\xef\xbb\xbfsix==1.16.0\nalpha==1.0\n"}),
+    "utf16-bom": Case({"r.txt": "\ufeffsix==1.16.0\nalpha==1.0\n".encode("utf-16-le")}),
+    "no-final-newline": Case({"r.txt": "six==1.16.0\nalpha==1.0"}),
+    "empty": Case({"r.txt": "\n# nothing\n   \n"}),
+    "cycle-of-includes": Case({"r.txt": "six\n-r b.txt\n", "b.txt": "-r r.txt\nalpha==1.0\n"}),
+    # refused by uv
+    "unknown-option": Case({"r.txt": "--config-settings a=b\nsix\n"}),
+    "requirement-option-not-a-hash": Case({"r.txt": "six==1.16.0 --config-settings=a=b\n"}),
+    "missing-r": Case({"r.txt": "six\nb.txt\n", "b.txt": "alpha\n"}),
+    "not-a-requirement": Case({"r.txt": "six\nthis is not one!\n"}),
+    "missing-include": Case({"r.txt": "-r nowhere.txt\n"}),
+    "option-without-value": Case({"r.txt": "--index-url\n"}),
+    "bad-version": Case({"r.txt": "six==1.16.0.*.x\n"}),
+}
+
+
+@dataclass(frozen=True)
+class World:
+    wheels: Path
+    venv: Path
+    markers: dict[str, str]
+    hashes: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("uvreq")
+    wheels = root / "wheels"
+    wheels.mkdir()
+    hashes = {}
+    for name, versions in WHEELS.items():
+        for version in versions:
+            module = f"{name.replace('.', '_')}_{version.replace('.', '_').replace('+', '_')}"
+            path = build_wheel(wheels, name, version, {f"{module}.py": b""})
+            hashes[f"{name}-{version}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    markers = default_environment()  # the venv's interpreter is this one
+    return World(wheels, make_venv(root / "venv"), dict(markers), hashes)
+
+
+def _fill(text: str, world: World) -> str:
+    out = text.replace("<<wheels>>", str(world.wheels))
+    for key, digest in world.hashes.items():
+        out = out.replace(f"<<sha:{key}>>", digest)
+    return out
+
+
+def _materialize(case: Case, folder: Path, world: World) -> None:
+    (folder / "wheels").symlink_to(world.wheels)
+    for rel, content in case.files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes) and content.startswith(b"<<copy:"):
+            key = content.decode()[len("<<copy:") : -2]
+            name, version = key.rsplit("-", 1)
+            source = next(world.wheels.glob(f"{name}-{version}-*.whl"))
+            path.write_bytes(source.read_bytes())
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_bytes(_fill(content, world).encode())
+
+
+def _uv(args: list[str], folder: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [uv_bin(), *args],
+        cwd=folder,
+        env={**uv_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _compile(file: str, options: list[str], folder: Path, world: World, env: Mapping[str, str]):
+    args = ["pip", "compile", "-q", "--no-deps", "--offline", "--no-index", "--no-header"]
+    args += ["--find-links", str(world.wheels), "--python", str(world.venv / "bin/python")]
+    args += ["--format", "pylock.toml", *options, file]
+    return _uv(args, folder, env)
+
+
+def _uv_packages(pylock: str, folder: Path) -> dict[str, tuple[str | None, str | None, bool]]:
+    """name -> (version, a direct reference made absolute or None, editable)."""
+    out: dict[str, tuple[str | None, str | None, bool]] = {}
+    for package in tomllib.loads(pylock).get("packages", []):
+        source: dict[str, Any] = package.get("archive") or package.get("directory") or {}
+        reference = source.get("url") or source.get("path")
+        if reference and "://" not in reference:
+            reference = os.path.normpath(folder / reference)
+        elif reference and reference.startswith("file://"):
+            reference = reference[len("file://") :]
+        out[package["name"]] = (package.get("version"), reference, bool(source.get("editable")))
+    return out
+
+
+def _cudatx_packages(found: RequirementsFile) -> dict[str, tuple[str | None, str | None, bool]]:
+    out: dict[str, tuple[str | None, str | None, bool]] = {}
+    for pin in found.entries:
+        url = pin.url
+        if url is not None and url.startswith("file://"):  # uv's pylock: the path, no fragment
+            url = url[len("file://") :].split("#", 1)[0]
+        out[pin.name] = (pin.version, url, pin.editable)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cudatx_reads_requirements_as_uv_does(
+    name: str, world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = CASES[name]
+    _materialize(case, tmp_path, world)
+    env = {key: _fill(value, world) for key, value in case.env.items()}
+    for key in ("UNSET_H26R",):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)
+    judged = _compile(case.main, [], tmp_path, world, env)
+    try:
+        found = read_requirements(case.main, markers=world.markers)
+    except CudatxError as exc:
+        assert "\n" not in exc.message
+        assert judged.returncode != 0, f"uv reads it, cudatx refused: {exc.message}"
+        return
+    assert judged.returncode == 0, f"uv refused, cudatx read it:\n{judged.stderr}"
+    uv = _uv_packages(judged.stdout, tmp_path)
+    mine = _cudatx_packages(found)
+    assert sorted(mine) == sorted(uv)
+    for pin in found.entries:
+        uv_version, uv_reference, uv_editable = uv[pin.name]
+        if pin.version is not None:  # `==1.0` holds for 1.0+cu12 (PEP 440), and uv takes it
+            spec = Requirement(pin.requirement).specifier
+            assert uv_version is not None and spec.contains(uv_version, prereleases=True)
+        assert mine[pin.name][1:] == (uv_reference, uv_editable), pin.name
+    # what check-requirements hands uv in place of the file resolves the same
+    handed = tmp_path / "handed"
+    handed.mkdir()
+    written = _write(found.entries, str(handed))
+    again = _compile(written, list(found.options), tmp_path, world, env)
+    assert again.returncode == 0, again.stderr
+    assert _uv_packages(again.stdout, tmp_path) == uv
+
+
+def test_the_judge_is_the_pinned_uv() -> None:
+    """The corpus is judged by the uv the `test` extra pins, not whichever one is about."""
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pins = [p for p in pyproject["project"]["optional-dependencies"]["test"] if p.startswith("uv")]
+    assert len(pins) == 1 and pins[0].startswith("uv==")
+    version = subprocess.run(
+        [uv_bin(), "--version"], capture_output=True, text=True, check=True
+    ).stdout.split()[1]
+    assert version == pins[0].removeprefix("uv=="), f"installed uv {version}, pinned {pins[0]}"
+    assert sys.executable  # uv_bin() is the uv package of this interpreter
