@@ -257,9 +257,9 @@ def test_variables_are_expanded_as_uv_does(tmp_path: Path, monkeypatch: pytest.M
         "-r ${SUBDIR}/a.txt\n"
         f"./${{DIST}}/{wheel}\n"
         "idna @ https://${HOST}/idna-3.7-py3-none-any.whl\n"
-        "--find-links ${UNSET_HERE}/wheels\n"
         "--find-links=${EMPTY}links\n"
     )
+    (tmp_path / "links").mkdir()
     monkeypatch.setenv("EMPTY", "")
     monkeypatch.setenv("SUBDIR", "sub")
     monkeypatch.setenv("DIST", "dist")
@@ -270,9 +270,11 @@ def test_variables_are_expanded_as_uv_does(tmp_path: Path, monkeypatch: pytest.M
     assert pins["six"].source == str(sub / "a.txt")
     assert pins["pkg-x"].url == str(tmp_path / "dist" / wheel)
     assert pins["idna"].url == "https://files.example/idna-3.7-py3-none-any.whl"
-    assert found.options[-3:] == ("${UNSET_HERE}/wheels", "--find-links", "links")
+    assert found.options == ("--find-links", str(tmp_path / "links"))
     monkeypatch.delenv("SUBDIR")
-    assert "${SUBDIR}/a.txt" in refusal(reqs, UnreadableFile)
+    assert "${SUBDIR}/a.txt" in refusal(reqs, UnreadableFile)  # unset: as written
+    reqs.write_text("--find-links ${UNSET_HERE}/wheels\n")
+    assert refusal(reqs).endswith("${UNSET_HERE}/wheels: neither a URL nor a path that exists")
     monkeypatch.setenv("VERSION", "1.0")
     reqs.write_text("six==${VERSION}\n")
     assert ":1: not a requirement: " in refusal(reqs)

@@ -117,7 +117,6 @@ CASES: dict[str, Case] = {
         {
             "r.txt": "six==1.16.0 \\\n    --hash=sha256:<<sha:six-1.16.0>> \\\n"
             "    --hash=sha256:<<sha:six-1.17.0>>\n"
-            "alpha \\\n  ==2.0\n"
             "beta==1.0 --hash=sha256:<<sha:beta-1.0>>\n"
         }
     ),
@@ -149,10 +148,13 @@ CASES: dict[str, Case] = {
     "variable-in-a-version": Case({"r.txt": "six==${SIXV}\n"}, env={"SIXV": "1.16.0"}),
     "crlf": Case(
         {
-            "r.txt": "six==1.16.0\r\n-r b.txt\r\n# c\r\n\r\nalpha==1.0 \\\r\n"
-            "  ; python_version > '3'\r\n",
+            "r.txt": "six==1.16.0 \\\r\n  --hash=sha256:<<sha:six-1.16.0>>\r\n-r b.txt\r\n# c\r\n"
+            "\r\nalpha==1.0 ; python_version > '3' # c\r\n",
             "b.txt": "beta==2.0\r\n",
         }
+    ),
+    "continuation-inside-a-requirement": Case(
+        {"r.txt": "alpha==1.0 \\\n  ; python_version > '3'\n"}
     ),
     "cr-only": Case({"r.txt": "six==1.16.0\ralpha==1.0\r"}),
     "utf8-bom": Case({"r.txt": b"\xef\xbb\xbfsix==1.16.0\nalpha==1.0\n"}),
@@ -160,7 +162,61 @@ CASES: dict[str, Case] = {
     "no-final-newline": Case({"r.txt": "six==1.16.0\nalpha==1.0"}),
     "empty": Case({"r.txt": "\n# nothing\n   \n"}),
     "cycle-of-includes": Case({"r.txt": "six\n-r b.txt\n", "b.txt": "-r r.txt\nalpha==1.0\n"}),
+    "more-variables": Case(
+        {
+            "r.txt": "${PROJECT_ROOT}/wheels/six-1.16.0-py3-none-any.whl\n"
+            "${EMPTY}./wheels/alpha-1.0-py3-none-any.whl\n"
+            "beta @ file://${WHEELS}/beta-1.0-py3-none-any.whl ; python_version > '3'\n"
+            "-r ${lower}.txt\n",
+            "${lower}.txt": "legacy==1.0\n",
+        },
+        env={"EMPTY": "", "WHEELS": "<<wheels>>"},
+    ),
+    "option-values": Case(
+        {
+            "r.txt": "-f ./more#not-part-of-it\n-r\t'sub dir/a.txt'\n--requirement\n  sub/b.txt\n",
+            "more/winonly-1.0-py3-none-any.whl": b"<<copy:winonly-1.0>>",
+            "sub dir/a.txt": "winonly\n",
+            "sub/b.txt": "alpha==1.0\n",
+        }
+    ),
+    "unnamed-with-markers": Case(
+        {
+            "r.txt": "./wheels/six-1.16.0-py3-none-any.whl ; sys_platform == 'win32'\n"
+            "./wheels/alpha-1.0-py3-none-any.whl; python_version >= '3'\n"
+            "six[cli] @ file://<<wheels>>/six-1.17.0-py3-none-any.whl\n"
+        }
+    ),
+    "semicolon-and-extra-markers": Case(
+        {
+            "r.txt": "six==1.16.0;python_version>'3'\nalpha ; extra == 'x'\n"
+            "beta==1.0 ; extra != 'x'\n"
+        }
+    ),
+    "editable-forms": Case(
+        {"r.txt": "-e edpkg\n", "edpkg/pyproject.toml": STATIC_PROJECT},
+    ),
+    "editable-named": Case(
+        {"r.txt": "-e ed-pkg @ ./edpkg\n", "edpkg/pyproject.toml": STATIC_PROJECT},
+    ),
+    "odd-whitespace": Case({"r.txt": "six==1.16.0\x0c\nalpha==1.0\u00a0\n"}),
+    "vertical-tab-first": Case({"r.txt": "six\n\x0bbeta==1.0\n"}),
+    "continuation-in-a-name": Case({"r.txt": "alpha \\\n  ==2.0\n"}),
     # refused by uv
+    "index-url-twice": Case(
+        {"r.txt": "-i https://a.invalid/simple\n-i https://b.invalid/simple\n"}
+    ),
+    "nested-index-urls": Case(
+        {"r.txt": "-i https://a.invalid/simple\n-r b.txt\n", "b.txt": "-i https://b.invalid/s\n"}
+    ),
+    "index-url-not-a-url": Case({"r.txt": "--index-url = https://a.invalid/simple\nsix\n"}),
+    "no-binary-not-a-name": Case({"r.txt": "--no-binary 'not a name!'\nsix\n"}),
+    "editable-from-the-index": Case({"r.txt": "-e six\n"}),
+    "unnamed-constraint": Case(
+        {"r.txt": "-c c.txt\nsix\n", "c.txt": "./wheels/six-1.16.0-py3-none-any.whl\n"}
+    ),
+    "odd-first-character": Case({"r.txt": "six\n_private\n"}),
+    "comment-without-space": Case({"r.txt": "six==1.16.0#c\n"}),
     "unknown-option": Case({"r.txt": "--config-settings a=b\nsix\n"}),
     "requirement-option-not-a-hash": Case({"r.txt": "six==1.16.0 --config-settings=a=b\n"}),
     "missing-r": Case({"r.txt": "six\nb.txt\n", "b.txt": "alpha\n"}),
@@ -168,6 +224,31 @@ CASES: dict[str, Case] = {
     "missing-include": Case({"r.txt": "-r nowhere.txt\n"}),
     "option-without-value": Case({"r.txt": "--index-url\n"}),
     "bad-version": Case({"r.txt": "six==1.16.0.*.x\n"}),
+}
+
+
+# The cases uv refuses (the rest it reads): cudatx must refuse them too, in one line.
+REFUSED = {
+    "bad-version",
+    "comment-without-space",
+    "continuation-in-a-name",
+    "continuation-inside-a-requirement",
+    "editable-from-the-index",
+    "index-url-not-a-url",
+    "index-url-twice",
+    "missing-include",
+    "missing-r",
+    "nested-index-urls",
+    "no-binary-not-a-name",
+    "not-a-requirement",
+    "odd-first-character",
+    "option-without-value",
+    "requirement-option-not-a-hash",
+    "unknown-option",
+    "unnamed-constraint",
+    "variable-in-a-version",
+    "variable-unset-in-a-path",
+    "vertical-tab-first",
 }
 
 
@@ -273,6 +354,7 @@ def test_cudatx_reads_requirements_as_uv_does(
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
     judged = _compile(case.main, [], tmp_path, world, env)
+    assert (judged.returncode != 0) == (name in REFUSED), judged.stderr  # the corpus holds
     try:
         found = read_requirements(case.main, markers=world.markers)
     except CudatxError as exc:

@@ -244,17 +244,19 @@ class _Scanner:
                 return
 
 
-def _find_links(value: str, folder: str) -> str:
-    if _URL.match(value):
-        return value
-    local = os.path.join(folder, value)  # as uv: relative to the file, when there
-    return os.path.abspath(local) if os.path.exists(local) else value
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
-def _index(value: str) -> str:
-    if _URL.match(value):
-        return value
-    return os.path.abspath(value) if os.path.exists(value) else value  # uv: the working folder
+def _location(value: str, folder: str, where: str, flag: str) -> str:
+    """An index or find-links location as uv reads one: a path that exists (`-f` relative to
+    the file, `-i`/`--extra-index-url` to the working folder), made absolute, else a URL;
+    anything else uv refuses ("relative URL without a base")."""
+    local = os.path.join(folder, value)
+    if os.path.exists(local):
+        return os.path.abspath(local)
+    if not _SCHEME.match(value):
+        raise UsageError(f"{where}: {flag} {value}: neither a URL nor a path that exists")
+    return value
 
 
 # How deep `-r` includes may nest (pip and uv set no limit; 600 chained files made the
@@ -268,6 +270,7 @@ class _Open:
     statements: Iterator[_Statement]
     depth: int
     constraints: bool  # a `-c` file, or one it includes: read for errors, adds no entries
+    index: str | None = None  # its --index-url, or the first an include of it gave
 
 
 @dataclass
@@ -284,12 +287,15 @@ class RequirementsReader:
         read again (a cycle of includes ends there); `-c` files add no entries, and are handed
         to uv (`--constraints`), which applies them."""
         self.seen.add(_identity(path))
-        stack = [_Open(path, self._scan(path, text), len(including) + 1, False)]
+        root = _Open(path, self._scan(path, text), len(including) + 1, False)
+        stack = [root]
         while stack:
             top = stack[-1]
             step = next(top.statements, None)
             if step is None:
                 stack.pop()
+                if stack and not top.constraints:
+                    self._inherit(stack[-1], top)
                 continue
             if step.kind in ("include", "constraint"):
                 target = self._included(top.path, step)
@@ -309,16 +315,18 @@ class RequirementsReader:
                 stack.append(_Open(target, scanned, top.depth + 1, constraints))
             elif step.kind == "option":
                 if not top.constraints:
-                    self._option(top.path, step)
+                    self._option(top, step)
             else:
-                found = self._entry(top.path, step)
-                if found is not None and top.constraints and found.url is not None:
+                if top.constraints and _unnamed(step.value):
                     raise UsageError(
                         f"{top.path}:{step.line}: {step.value}: a constraint needs a name "
                         "(uv: unnamed requirements are not allowed as constraints)"
                     )
+                found = self._entry(top.path, step)
                 if found is not None and not top.constraints:
                     self.entries.append(found)
+        if root.index is not None:
+            self.options[:0] = ["--index-url", root.index]
 
     @staticmethod
     def _scan(path: str, text: str) -> Iterator[_Statement]:
@@ -336,16 +344,37 @@ class RequirementsReader:
             value = url_path(value, f"{path}:{step.line}")
         return os.path.join(os.path.dirname(path), value)
 
-    def _option(self, path: str, step: _Statement) -> None:
+    def _option(self, top: _Open, step: _Statement) -> None:
+        where = f"{top.path}:{step.line}"
         value = expand(step.value)
         if step.flag in _FLAGS:
             self.options.append(step.flag)
         elif step.flag == "--find-links":
-            self.options += [step.flag, _find_links(value, os.path.dirname(path))]
-        elif step.flag in ("--index-url", "--extra-index-url"):
-            self.options += [step.flag, _index(value)]
-        else:
+            folder = os.path.dirname(top.path)
+            self.options += [step.flag, _location(value, folder, where, step.flag)]
+        elif step.flag == "--index-url":
+            if top.index is not None:  # uv: even the same one twice
+                raise UsageError(f"{where}: a second --index-url (uv takes one per file)")
+            top.index = _location(value, "", where, step.flag)
+        elif step.flag == "--extra-index-url":
+            self.options += [step.flag, _location(value, "", where, step.flag)]
+        else:  # --no-binary, --only-binary: `:all:`, `:none:` or one package name
+            if value not in (":all:", ":none:"):
+                package_name(value, where)
             self.options += [step.flag, value]
+
+    def _inherit(self, parent: _Open, child: _Open) -> None:
+        """uv merges an include's --index-url into the file that includes it: taken where that
+        file has none yet, refused where it has another."""
+        if child.index is None:
+            return
+        if parent.index is None:
+            parent.index = child.index
+        elif parent.index != child.index:
+            raise UsageError(
+                f"{child.path}: --index-url {child.index} conflicts with {parent.path}'s "
+                f"{parent.index}"
+            )
 
     def _entry(self, path: str, step: _Statement) -> Pin | None:
         where = f"{path}:{step.line}"
@@ -353,7 +382,7 @@ class RequirementsReader:
         editable = step.kind == "editable"
         if text.endswith((".txt", ".in")) and os.path.isfile(text):
             raise UsageError(f"{where}: {text} is a requirements file: did you mean -r {text}?")
-        if _URL.match(text) or text.startswith((".", "/", "$")):
+        if _unnamed(text):
             return self._unnamed(path, step.line, text, editable=editable)
         requirement = parse_requirement_at(text, where)
         if editable and requirement.url is None:
@@ -408,6 +437,11 @@ class RequirementsReader:
         return make_pin(
             requirement, source=path, line=number, text=line, url=url, editable=editable
         )
+
+
+def _unnamed(text: str) -> bool:
+    """A path or URL, not `name ...` (uv-pep508 reads those as unnamed requirements)."""
+    return bool(_URL.match(text)) or text.startswith((".", "/", "$"))
 
 
 def _identity(path: str) -> str:
