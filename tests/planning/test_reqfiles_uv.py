@@ -18,6 +18,7 @@ judge and cudatx run in the case's folder.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from cudatx.errors import CudatxError
 from cudatx.planning.checkreq import _write
@@ -202,6 +204,30 @@ CASES: dict[str, Case] = {
     "odd-whitespace": Case({"r.txt": "six==1.16.0\x0c\nalpha==1.0\u00a0\n"}),
     "vertical-tab-first": Case({"r.txt": "six\n\x0bbeta==1.0\n"}),
     "continuation-in-a-name": Case({"r.txt": "alpha \\\n  ==2.0\n"}),
+    # the markers packaging 25 and 26 evaluate differently, and uv's own rules
+    "string-field-markers": Case(
+        {
+            "r.txt": "six ; sys_platform < 'win32'\n"
+            "alpha ; platform_machine > 'aarch64'\n"
+            "beta ; platform_release >= '5'\n"
+            "legacy ; implementation_version >= '3.8'\n"
+            "zeta ; python_version == '3.*'\n"
+            "winonly ; 'linux' in sys_platform\n"
+            "localpkg ; python_version > 'x'\n"
+            "foo_bar.baz ; os_name ~= '1.0'\n"
+        }
+    ),
+    "more-markers": Case(
+        {
+            "r.txt": "six ; platform_version == '#1 SMP'\n"
+            "alpha ; python_version in '3.110'\n"
+            "beta ; python_version > '3' and python_version > 'x'\n"
+            "legacy ; sys_platform >= 'linux'\n"
+            "zeta ; platform_release < '0'\n"
+            "winonly ; extra == 'x' or python_version >= '3'\n"
+            "localpkg ; '3.8' <= python_full_version and 'cpython' == implementation_name\n"
+        }
+    ),
     # refused by uv
     "index-url-twice": Case(
         {"r.txt": "-i https://a.invalid/simple\n-i https://b.invalid/simple\n"}
@@ -390,3 +416,121 @@ def test_the_judge_is_the_pinned_uv() -> None:
     ).stdout.split()[1]
     assert version == pins[0].removeprefix("uv=="), f"installed uv {version}, pinned {pins[0]}"
     assert sys.executable  # uv_bin() is the uv package of this interpreter
+
+
+# --- the reading does not drift with the installed `packaging` ---------------------------------
+
+# Markers whose evaluation packaging changed between 25 and 26 (26.0: "only try to parse as
+# Version on certain marker keys, return False on unequal ordered comparisons", pypa/packaging
+# #939; "return False instead of raising for .contains with invalid version", #932).
+DRIFTING_MARKERS = [
+    "sys_platform < 'win32'",
+    "platform_release >= '5'",
+    "platform_machine > 'aarch64'",
+    "implementation_version >= '3.8'",
+    "python_full_version >= '3.8'",
+    "python_version == '3.*'",
+    "platform_version == '#1 SMP'",
+    "'linux' in sys_platform",
+    "python_version > 'x'",
+    "os_name ~= '1.0'",
+]
+
+_PROBE = """
+import json, os, sys
+import packaging
+from cudatx.errors import CudatxError
+from cudatx.planning.reqfiles import read_requirements
+from cudatx.planning.reqfiles.common import marker_holds, parse_marker_at
+
+spec = json.load(sys.stdin)
+out = {"packaging": packaging.__version__, "files": {}, "markers": {}}
+for name, case in sorted(spec["cases"].items()):
+    os.chdir(case["folder"])
+    os.environ.update(case["env"])
+    try:
+        found = read_requirements(case["main"], markers=spec["markers"])
+        out["files"][name] = [
+            [[p.name, p.requirement, p.version, p.url, p.editable] for p in found.entries],
+            list(found.options),
+        ]
+    except CudatxError as exc:
+        out["files"][name] = "refused" if "\\n" not in exc.message else exc.message
+    for key in case["env"]:
+        del os.environ[key]
+for text in spec["marker_texts"]:
+    try:
+        out["markers"][text] = marker_holds(parse_marker_at(text, "m"), spec["markers"], "m")
+    except CudatxError:
+        out["markers"][text] = "refused"
+print(json.dumps(out))
+"""
+
+
+def _probe(spec: dict[str, Any], path: list[str]) -> dict[str, Any]:
+    repo = str(Path(__file__).parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, repo])}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        input=json.dumps(spec),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+@pytest.fixture(scope="module")
+def packaging_floor(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """packaging at the floor pyproject.toml allows, installed beside (pip, from its
+    configured indexes or cache); skipped where pip cannot fetch it."""
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    floor = (
+        next(d for d in pyproject["project"]["dependencies"] if d.startswith("packaging>="))
+        .split(">=")[1]
+        .split()[0]
+    )
+    target = tmp_path_factory.mktemp("packaging-floor")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(target),
+            f"packaging=={floor}.0" if floor.count(".") == 0 else f"packaging=={floor}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"pip could not fetch packaging {floor}: {done.stderr.strip()[-200:]}")
+    return target
+
+
+def test_the_reading_does_not_drift_with_packaging(
+    world: World, tmp_path: Path, packaging_floor: Path
+) -> None:
+    """The corpus and the markers packaging 26 changed read the same under the oldest
+    packaging pyproject.toml allows and under the one installed here."""
+    cases = {}
+    for name, case in CASES.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        _materialize(case, folder, world)
+        env = {key: _fill(value, world) for key, value in case.env.items()}
+        cases[name] = {"folder": str(folder), "main": case.main, "env": env}
+    spec = {"cases": cases, "markers": world.markers, "marker_texts": DRIFTING_MARKERS}
+    oldest = _probe(spec, [str(packaging_floor)])
+    newest = _probe(spec, [])
+    assert Version(oldest["packaging"]) < Version(newest["packaging"])
+    assert oldest["files"] == newest["files"]
+    assert oldest["markers"] == newest["markers"]

@@ -11,17 +11,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
     InvalidName,
     canonicalize_name,
 )
-from packaging.version import InvalidVersion
+from packaging.version import InvalidVersion, Version
 
 from cudatx.errors import UnreadableFile, UsageError
 from cudatx.models import Frozen
+from cudatx.planning.reqfiles.markers import UndefinedKey, evaluate
 from cudatx.reading import MAX_REQUIREMENTS, read_bounded
 
 
@@ -126,20 +127,16 @@ def url_path(url: str, where: str) -> str:
         raise UsageError(f"{where}: not a URL: {url} ({exc})") from None
 
 
-EVAL_ERRORS = (UndefinedComparison, UndefinedEnvironmentName, InvalidVersion, KeyError)
-
-
 def marker_holds(marker: Marker | None, environment: Mapping[str, Any], where: str) -> bool:
-    """Whether a marker holds for the target; `extras`/`dependency_groups` in the environment
-    select PEP 751's lock-file evaluation (packaging >= 25), `extra` the metadata one."""
+    """Whether a marker holds for the target, as uv evaluates it (reqfiles/markers.py);
+    `extras`/`dependency_groups` in the environment are PEP 751's lock-file fields, `extra`
+    the metadata one."""
     if marker is None:
         return True
     try:
-        if "extras" in environment:
-            return marker.evaluate(dict(environment), "lock_file")
-        return marker.evaluate(dict(environment))
-    except EVAL_ERRORS as exc:
-        raise UsageError(f"{where}: cannot evaluate marker '{marker}': {exc}") from None
+        return evaluate(marker, environment)
+    except UndefinedKey as exc:
+        raise UsageError(f"{where}: cannot evaluate marker '{marker}': no {exc}") from None
 
 
 def python_ok(spec: str, markers: Mapping[str, str], where: str) -> bool:
@@ -147,11 +144,13 @@ def python_ok(spec: str, markers: Mapping[str, str], where: str) -> bool:
         specifier = SpecifierSet(spec)
     except InvalidSpecifier:
         raise UsageError(f"{where}: requires-python {spec!r} is not a version specifier") from None
-    version = markers.get("python_full_version", "")
     try:
-        return specifier.contains(version, prereleases=True)
+        version = Version(markers.get("python_full_version", ""))
     except InvalidVersion:  # a target that reports no usable version: cannot say it fails
         return True
+    # A Version, not a string: packaging 26 answers False for a string it cannot parse, 25
+    # raised (pypa/packaging#932).
+    return specifier.contains(version, prereleases=True)
 
 
 def pinned_version(requirement: Requirement) -> str | None:
@@ -159,6 +158,16 @@ def pinned_version(requirement: Requirement) -> str | None:
         if spec.operator == "===" or (spec.operator == "==" and not spec.version.endswith("*")):
             return spec.version
     return None
+
+
+def requirement_text(requirement: Requirement) -> str:
+    """PEP 508 text for uv, the marker left out, written here rather than by
+    `str(Requirement)`, whose spacing changed between packaging releases (25: `name@ URL`,
+    26: `name @ URL`): the same file must hand uv the same text whichever is installed."""
+    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+    if requirement.url is not None:
+        return f"{requirement.name}{extras} @ {requirement.url}"
+    return requirement.name + extras + ",".join(sorted(str(s) for s in requirement.specifier))
 
 
 def make_pin(
@@ -171,11 +180,9 @@ def make_pin(
     version: str | None = None,
     editable: bool = False,
 ) -> Pin:
-    bare = Requirement(str(requirement))
-    bare.marker = None
     return Pin(
         name=canonicalize_name(requirement.name),
-        requirement=str(bare),
+        requirement=requirement_text(requirement),
         version=version if version is not None else pinned_version(requirement),
         url=url if url is not None else requirement.url,
         line=line,

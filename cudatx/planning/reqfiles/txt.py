@@ -227,6 +227,10 @@ class _Scanner:
                 break
             self.i += 1
         text = self.s[start:end].strip()
+        if "\n" in text or "\r" in text:
+            raise self.fail(
+                "a '\\' continuation inside a requirement (uv takes one only before its --hash)"
+            )
         if hashes:
             self.hashes()
         return text
