@@ -1,4 +1,6 @@
-"""pip/uv requirements files (`*.txt`, `*.in`): includes, options, markers, hashes, editables."""
+"""pip/uv requirements files (`*.txt`, `*.in`), read as uv reads them: includes, constraints,
+options, markers, hashes, editables, variables (docs/check-requirements.md, "How a
+requirements file is read"; judged by tests/planning/test_reqfiles_uv.py)."""
 
 from __future__ import annotations
 
@@ -60,13 +62,11 @@ _VARIABLE = re.compile(r"\$\{([A-Z0-9_]+)\}")
 _BREAK = re.compile(r"\r\n|\r|\n")
 
 
-def expand(value: str, environ: Mapping[str, str] | None = None) -> str:
-    variables = os.environ if environ is None else environ
-
+def expand(value: str) -> str:
     def one(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name in variables:
-            return variables[name]
+        if name in os.environ:
+            return os.environ[name]
         return os.getcwd() if name == "PROJECT_ROOT" else match.group(0)
 
     return _VARIABLE.sub(one, value)
@@ -103,9 +103,15 @@ class _Scanner:
         self.i = 0
         self.where = where
         self.start = 1  # the line of the statement being read
+        self.counted = (0, 1)  # (an index, its line): lines are counted on from there
 
-    def line(self, index: int | None = None) -> int:
-        return len(_BREAK.findall(self.s, 0, self.i if index is None else index)) + 1
+    def line(self) -> int:
+        """The line at the cursor, counted on from the last statement's (statements only move
+        forward; a count from the top each time made a long file quadratic)."""
+        index, line = self.counted
+        line += len(_BREAK.findall(self.s, index, self.i))
+        self.counted = (self.i, line)
+        return line
 
     def fail(self, message: str) -> UsageError:
         return UsageError(f"{self.where}:{self.start}: {message}")
