@@ -494,25 +494,15 @@ def packaging_floor(tmp_path_factory: pytest.TempPathFactory) -> Path:
         .split()[0]
     )
     target = tmp_path_factory.mktemp("packaging-floor")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--target",
-            str(target),
-            f"packaging=={floor}.0" if floor.count(".") == 0 else f"packaging=={floor}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    version = f"{floor}.0" if "." not in floor else floor
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--retries", "0"]
+    pip += ["--timeout", "20", "--target", str(target), f"packaging=={version}"]
+    try:
+        done = subprocess.run(pip, capture_output=True, text=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"pip could not fetch packaging {version} within 120 s")
     if done.returncode != 0:
-        pytest.skip(f"pip could not fetch packaging {floor}: {done.stderr.strip()[-200:]}")
+        pytest.skip(f"pip could not fetch packaging {version}: {done.stderr.strip()[-200:]}")
     return target
 
 
