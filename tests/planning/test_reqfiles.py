@@ -127,7 +127,7 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
         "torch>=2.4,<3 ; python_version >= '3.10'\n"
         "pywin32==306 ; sys_platform == 'win32'\n"
         "nvidia-cudnn-cu12==9.* \n"
-        "legacy===1.0-custom\n"
+        "legacy===1.0.post1\n"
         "tool[cli] @ https://example.org/tool-1.0-py3-none-any.whl\n"
         "numpy == 2.2.3 \\\n"
         "    --hash=sha256:abc\n"
@@ -137,7 +137,7 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
         "Typing_Extensions>=4.8,<5",
         "torch>=2.4,<3 ; python_version >= '3.10'",
         "nvidia-cudnn-cu12==9.*",
-        "legacy===1.0-custom",
+        "legacy===1.0.post1",
         "tool[cli] @ https://example.org/tool-1.0-py3-none-any.whl",
         "numpy == 2.2.3",
     ]
@@ -150,7 +150,7 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
     assert [pins[n].version for n in ("torch", "nvidia-cudnn-cu12", "legacy", "numpy")] == [
         None,
         None,
-        "1.0-custom",
+        "1.0.post1",
         "2.2.3",
     ]
     assert pins["tool"].url == "https://example.org/tool-1.0-py3-none-any.whl"
@@ -226,6 +226,8 @@ def test_a_name_cudatx_cannot_place_is_read_as_requirements(tmp_path: Path) -> N
         ("--index-url\n", ":1: --index-url needs a value"),
         ("-r\n", ":1: -r needs a value"),
         ("six ; python_version >= 'x' and nonsense\n", ":1: not a requirement: "),
+        ("Beta_==1.0\n", ":1: 'Beta_' is not a package name"),
+        ("legacy===1.0-custom\n", ":1: ===1.0-custom: not a PEP 440 version"),
         ("https://[bad/x.whl\n", ":1: not a URL: https://[bad/x.whl"),
     ],
 )

@@ -106,10 +106,23 @@ PARSE_ERRORS = (InvalidRequirement, InvalidMarker, ValueError, SyntaxError, Recu
 
 
 def parse_requirement_at(text: str, where: str) -> Requirement:
+    """PEP 508, held to what uv reads (uv-pep508): a name that ends in a letter or digit
+    (packaging takes `Beta_`), and a PEP 440 version after `===` (packaging takes any
+    string there, `===1.0#x` included; uv refuses `===1.0-custom`)."""
     try:
-        return Requirement(text)
+        requirement = Requirement(text)
     except PARSE_ERRORS as exc:
         raise UsageError(f"{where}: not a requirement: {first_line(exc)}") from None
+    package_name(requirement.name, where)
+    for spec in requirement.specifier:
+        if spec.operator == "===":
+            try:
+                Version(spec.version)
+            except InvalidVersion:
+                raise UsageError(
+                    f"{where}: ==={spec.version}: not a PEP 440 version (uv reads === as one)"
+                ) from None
+    return requirement
 
 
 def parse_marker_at(text: str, where: str) -> Marker:
