@@ -201,7 +201,9 @@ CASES: dict[str, Case] = {
     "editable-named": Case(
         {"r.txt": "-e ed-pkg @ ./edpkg\n", "edpkg/pyproject.toml": STATIC_PROJECT},
     ),
-    "odd-whitespace": Case({"r.txt": "six==1.16.0\x0c\nalpha==1.0\u00a0\n"}),
+    "odd-whitespace": Case(
+        {"r.txt": "six==1.16.0\x0c\nalpha==1.0\u00a0\nbeta\u3000==1.0\x0b; os_name\xa0== 'posix'\n"}
+    ),
     "vertical-tab-first": Case({"r.txt": "six\n\x0bbeta==1.0\n"}),
     "continuation-in-a-name": Case({"r.txt": "alpha \\\n  ==2.0\n"}),
     # the markers packaging 25 and 26 evaluate differently, and uv's own rules

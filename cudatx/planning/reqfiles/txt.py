@@ -394,7 +394,7 @@ class RequirementsReader:
             raise UsageError(f"{where}: {text} is a requirements file: did you mean -r {text}?")
         if _unnamed(text):
             return self._unnamed(path, step.line, text, editable=editable)
-        requirement = parse_requirement_at(text, where)
+        requirement = parse_requirement_at(_spaces(text), where)
         if editable and requirement.url is None:
             return self._unnamed(path, step.line, text, editable=True)
         if not marker_holds(requirement.marker, {**self.markers, "extra": ""}, where):
@@ -447,6 +447,21 @@ class RequirementsReader:
         return make_pin(
             requirement, source=path, line=number, text=line, url=url, editable=editable
         )
+
+
+def _spaces(text: str) -> str:
+    """Any Unicode whitespace between a requirement's tokens as a space: uv-pep508 skips
+    `char::is_whitespace`, packaging only spaces and tabs (`beta\u3000==1.0`)."""
+    out, quote = [], ""
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char.isspace():
+            char = " "
+        out.append(char)
+    return "".join(out)
 
 
 def _unnamed(text: str) -> bool:
