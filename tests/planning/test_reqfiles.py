@@ -238,10 +238,11 @@ def test_malformed_requirements_are_one_line(tmp_path: Path, text: str, says: st
 
 
 def test_include_cycle_and_missing_include(tmp_path: Path) -> None:
-    """As uv: a file already read is not read again, so a cycle of includes ends there."""
+    """As uv: an include already read is not read again, so a cycle ends there; a cycle back
+    to the top file reads it once more (uv counts only includes), repeating its entries."""
     (tmp_path / "a.txt").write_text("six\n-r b.txt\n-r ./b.txt\n")
     (tmp_path / "b.txt").write_text("\n\n-r a.txt\nidna\n")
-    assert texts(read(tmp_path / "a.txt")) == ["six", "idna"]
+    assert texts(read(tmp_path / "a.txt")) == ["six", "six", "idna"]
     (tmp_path / "c.txt").write_text("-r missing.txt\n")
     assert "missing.txt: No such file or directory" in refusal(tmp_path / "c.txt", UnreadableFile)
 

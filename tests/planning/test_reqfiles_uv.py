@@ -164,6 +164,9 @@ CASES: dict[str, Case] = {
     "no-final-newline": Case({"r.txt": "six==1.16.0\nalpha==1.0"}),
     "empty": Case({"r.txt": "\n# nothing\n   \n"}),
     "cycle-of-includes": Case({"r.txt": "six\n-r b.txt\n", "b.txt": "-r r.txt\nalpha==1.0\n"}),
+    "cycle-reads-the-top-file-twice": Case(
+        {"r.txt": "-r b.txt\n-i https://a.invalid/simple\n", "b.txt": "-r r.txt\n"}
+    ),
     "more-variables": Case(
         {
             "r.txt": "${PROJECT_ROOT}/wheels/six-1.16.0-py3-none-any.whl\n"
@@ -260,6 +263,7 @@ CASES: dict[str, Case] = {
 
 # The cases uv refuses (the rest it reads): cudatx must refuse them too, in one line.
 REFUSED = {
+    "cycle-reads-the-top-file-twice",  # its -i, read in the cycle, then again: two
     "arbitrary-equality-and-a-hash-sign",
     "arbitrary-equality-not-a-version",
     "odd-last-character",

@@ -293,10 +293,10 @@ class RequirementsReader:
 
     def read(self, path: str, text: str, including: tuple[str, ...] = ()) -> None:
         """Read `path` (its `text`) and its `-r`/`-c` includes, in order, iteratively: a stack
-        of the files open, at most MAX_INCLUDE_DEPTH deep. As uv, a file already read is not
-        read again (a cycle of includes ends there); `-c` files add no entries, and are handed
-        to uv (`--constraints`), which applies them."""
-        self.seen.add(_identity(path))
+        of the files open, at most MAX_INCLUDE_DEPTH deep. As uv, an include already read is
+        not read again (a cycle of includes ends there; the top file is not counted, so a
+        cycle back to it reads it once more, as uv does, repeating its entries); `-c` files
+        add no entries, and are handed to uv (`--constraints`), which applies them."""
         root = _Open(path, self._scan(path, text), len(including) + 1, False)
         stack = [root]
         while stack:
