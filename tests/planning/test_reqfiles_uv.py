@@ -20,15 +20,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.version import Version
@@ -36,6 +41,7 @@ from packaging.version import Version
 from cudatx.errors import CudatxError
 from cudatx.planning.checkreq import _write
 from cudatx.planning.reqfiles import RequirementsFile, read_requirements
+from tests.support.examples import ORACLE_EXAMPLES
 from tests.support.venvs import make_venv, uv_bin, uv_env
 from tests.support.wheels import build_wheel
 
@@ -535,3 +541,140 @@ def test_the_reading_does_not_drift_with_packaging(
     assert Version(oldest["packaging"]) < Version(newest["packaging"])
     assert oldest["files"] == newest["files"]
     assert oldest["markers"] == newest["markers"]
+
+
+# --- generated files, judged by uv -------------------------------------------------------------
+
+_NAMES = ["alpha", "Alpha", "ALPHA", "beta", "Beta_", "legacy", "zeta", "al.pha", "Foo_Bar.baz"]
+_SPECS = ["", "==1.0", "== 1.0", ">=1.0", "<2", "!=2.0", "~=1.0", "==1.*", "===1.0", ">1,<3"]
+_SPECS += [" >= 1.0 , < 3 ", "[cli]", "[cli]==1.0", " [ a , b ] ", "\u3000==1.0", "\xa0==1.0"]
+_MARKERS = [
+    "",
+    " ; python_version >= '3'",
+    ";python_version<'3'",
+    " ; sys_platform == 'linux'",
+    " ; platform_machine == 'x86_64' and os_name == 'posix'",
+    " ; 'linux' in sys_platform",
+    " ; python_full_version < '3.11.7' or implementation_name == 'cpython'",
+    " ; sys_platform < 'win32'",
+    " ; extra == 'a'",
+]
+_TAILS = ["", "  # comment", "\t#c", " --hash=sha256:abc", " \\\n  --hash=sha256:abc", "#x", "  "]
+_TAILS += [" \\", " --no-deps"]
+_LINES = [
+    "./wheels/alpha-1.0-py3-none-any.whl",
+    "alpha @ ./wheels/alpha-2.0-py3-none-any.whl",
+    "${W}/beta-1.0-py3-none-any.whl",
+    "beta @ file://${W}/beta-2.0-py3-none-any.whl",
+    "-r inc.txt",
+    "--requirement=inc.txt",
+    "-r 'inc.txt'",
+    "-r\tinc.txt",
+    "-rinc.txt",
+    "-c c.txt",
+    "--constraint c.txt # x",
+    "-i https://x.invalid/simple",
+    "--extra-index-url https://y.invalid/simple#frag",
+    "-e ./edpkg",
+    "-e edpkg",
+    "--editable=./edpkg # e",
+    "-e",
+    "--hash=sha256:x",
+    "\\",
+    "#",
+    "-f ${W}",
+    "--find-links=${NOPE_H26R}",
+    "--index-url=",
+    "--no-binary alpha",
+    "--only-binary=Alpha_",
+    "--use-feature=x",
+    "--pre",
+    "--trusted-host x",
+    "--no-index",
+    "-f ./wheels",
+    "--no-binary=:all:",
+    "# c",
+    "",
+    "   ",
+    "\t",
+]
+
+
+@st.composite
+def _generated(draw: st.DrawFn) -> str:
+    lines = []
+    for _ in range(draw(st.integers(1, 5))):
+        if draw(st.integers(0, 3)) == 0:
+            lines.append(draw(st.sampled_from(_LINES)))
+        else:
+            parts = (_NAMES, _SPECS, _MARKERS, _TAILS)
+            lines.append("".join(draw(st.sampled_from(p)) for p in parts))
+    separator = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    return separator.join(lines) + draw(st.sampled_from([separator, ""]))
+
+
+@pytest.mark.oracle
+def test_generated_files_read_as_uv_reads_them(world: World) -> None:
+    """Files drawn from pieces of uv's syntax (names, operators, markers, comments, hashes,
+    continuations, options, includes, constraints, editables, variables, line endings):
+    cudatx reads the packages uv reads, and refuses what uv refuses to read. A file uv reads
+    but cannot resolve (no such version here) must be read by cudatx too."""
+    env = {"W": str(world.wheels)}
+
+    @settings(
+        max_examples=ORACLE_EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(text=_generated())
+    def check(text: str) -> None:
+        folder = Path(tempfile.mkdtemp(dir=world.wheels.parent))
+        try:
+            _materialize(
+                Case(
+                    {
+                        "r.txt": text.encode(),
+                        "inc.txt": "legacy==1.0\n-r r.txt\n",
+                        "c.txt": "alpha<2\n",
+                        "edpkg/pyproject.toml": STATIC_PROJECT,
+                    }
+                ),
+                folder,
+                world,
+            )
+            judged = _compile("r.txt", [], folder, world, env)
+            here = os.getcwd()
+            os.chdir(folder)
+            try:
+                with mock.patch.dict(os.environ, env):
+                    found = read_requirements("r.txt", markers=world.markers)
+            except CudatxError as exc:
+                assert "\n" not in exc.message
+                assert judged.returncode != 0, f"uv reads {text!r}; cudatx: {exc.message}"
+                assert not _unresolved(judged.stderr), f"uv reads {text!r}: {exc.message}"
+                return
+            finally:
+                os.chdir(here)
+            if _unresolved(judged.stderr):
+                return
+            assert judged.returncode == 0, f"uv refuses {text!r}: {judged.stderr}"
+            assert {p.name for p in found.entries} == set(_uv_packages(judged.stdout, folder))
+        finally:
+            shutil.rmtree(folder)
+
+    check()
+
+
+_UNRESOLVED = (
+    "No solution found",
+    "Distribution not found",
+    "conflicting URLs for package",  # two references to one name: uv's resolver refuses
+)
+
+
+def _unresolved(stderr: str) -> bool:
+    """uv read the file, then could not resolve it (no such version or file here; two
+    references for one name): the plan, which runs uv, says so."""
+    return any(text in stderr for text in _UNRESOLVED)
