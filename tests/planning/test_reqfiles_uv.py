@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -466,7 +467,9 @@ for name, case in sorted(spec["cases"].items()):
     os.chdir(case["folder"])
     os.environ.update(case["env"])
     try:
-        found = read_requirements(case["main"], markers=spec["markers"])
+        markers = case.get("markers", spec["markers"])
+        extras = tuple(case.get("extras", ()))
+        found = read_requirements(case["main"], markers=markers, extras=extras)
         out["files"][name] = [
             [[p.name, p.requirement, p.version, p.url, p.editable] for p in found.entries],
             list(found.options),
@@ -526,21 +529,61 @@ def packaging_floor(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_reading_does_not_drift_with_packaging(
     world: World, tmp_path: Path, packaging_floor: Path
 ) -> None:
-    """The corpus and the markers packaging 26 changed read the same under the oldest
-    packaging pyproject.toml allows and under the one installed here."""
-    cases = {}
+    """The corpus, 300 generated files, the samples uv wrote (pyproject, uv.lock, pylock;
+    for Python 3.11 and 3.10, with and without an extra) and the markers packaging 26
+    changed read the same under the oldest packaging pyproject.toml allows and under the one
+    installed here."""
+    cases: dict[str, dict[str, Any]] = {}
     for name, case in CASES.items():
         folder = tmp_path / name
         folder.mkdir()
         _materialize(case, folder, world)
         env = {key: _fill(value, world) for key, value in case.env.items()}
         cases[name] = {"folder": str(folder), "main": case.main, "env": env}
+    rng = random.Random(26)
+    for n in range(300):
+        folder = tmp_path / f"generated-{n}"
+        folder.mkdir()
+        _materialize(Case({"r.txt": _random_text(rng).encode()} | _BESIDE), folder, world)
+        cases[f"generated-{n}"] = {"folder": str(folder), "main": "r.txt", "env": {}}
+    samples = Path(__file__).parents[1] / "data" / "reqfiles"
+    older = {**world.markers, "python_full_version": "3.10.4", "python_version": "3.10"}
+    for sample in ("freeze.txt", "compiled.txt", *(f"project/{n}" for n in _LOCKS)):
+        for label, markers in (("3.11", world.markers), ("3.10", older)):
+            for extras in ([], ["cli"]):
+                key = f"{sample} {label} {extras}"
+                path = str(samples / sample)
+                cases[key] = {"folder": str(samples), "main": path, "env": {}, "extras": extras}
+                cases[key]["markers"] = markers
+    cases["pylock.multi.toml"] = {"folder": str(samples), "main": "pylock.multi.toml", "env": {}}
     spec = {"cases": cases, "markers": world.markers, "marker_texts": DRIFTING_MARKERS}
     oldest = _probe(spec, [str(packaging_floor)])
     newest = _probe(spec, [])
     assert Version(oldest["packaging"]) < Version(newest["packaging"])
     assert oldest["files"] == newest["files"]
     assert oldest["markers"] == newest["markers"]
+    read = [v for v in newest["files"].values() if v != "refused"]
+    assert len(read) > 100  # the comparison is of readings, not of refusals
+
+
+_LOCKS = ("pyproject.toml", "uv.lock", "pylock.toml")
+# What a generated file may include or name beside it.
+_BESIDE: dict[str, str | bytes] = {
+    "inc.txt": "legacy==1.0\n-r r.txt\n",
+    "c.txt": "alpha<2\n",
+    "edpkg/pyproject.toml": STATIC_PROJECT,
+}
+
+
+def _random_text(rng: random.Random) -> str:
+    lines = []
+    for _ in range(rng.randint(1, 5)):
+        if rng.randint(0, 3) == 0:
+            lines.append(rng.choice(_LINES))
+        else:
+            lines.append("".join(rng.choice(p) for p in (_NAMES, _SPECS, _MARKERS, _TAILS)))
+    separator = rng.choice(["\n", "\r\n", "\r"])
+    return separator.join(lines) + rng.choice([separator, ""])
 
 
 # --- generated files, judged by uv -------------------------------------------------------------
@@ -633,14 +676,7 @@ def test_generated_files_read_as_uv_reads_them(world: World) -> None:
         folder = Path(tempfile.mkdtemp(dir=world.wheels.parent))
         try:
             _materialize(
-                Case(
-                    {
-                        "r.txt": text.encode(),
-                        "inc.txt": "legacy==1.0\n-r r.txt\n",
-                        "c.txt": "alpha<2\n",
-                        "edpkg/pyproject.toml": STATIC_PROJECT,
-                    }
-                ),
+                Case({"r.txt": text.encode()} | _BESIDE),
                 folder,
                 world,
             )
