@@ -180,7 +180,7 @@ def test_editables_and_unnamed_references(tmp_path: Path, monkeypatch: pytest.Mo
     reqs.parent.mkdir()
     reqs.write_text(
         "-e ./pkgs/local-pkg[test]\n"
-        "--editable git+https://github.com/org/repo@v1#egg=Repo_Tool\n"
+        "git+https://github.com/org/repo@v1#egg=Repo_Tool\n"
         "./dist/built_thing-2.0-py3-none-any.whl\n"
         "https://example.org/sdists/other-3.1.tar.gz ; sys_platform == 'win32'\n"
     )
@@ -190,11 +190,17 @@ def test_editables_and_unnamed_references(tmp_path: Path, monkeypatch: pytest.Mo
     assert (local.url, local.editable) == (str(pkg), True)
     assert local.requirement == f"local-pkg[test] @ {pkg.as_uri()}"
     assert pins["repo-tool"].requirement == "repo-tool @ git+https://github.com/org/repo@v1"
+    assert not pins["repo-tool"].editable
     assert pins["built-thing"].url == str(tmp_path / "dist" / "built_thing-2.0-py3-none-any.whl")
     assert not pins["built-thing"].editable
     (tmp_path / "bad.txt").write_text("six\n-e ./nowhere\n")
     message = refusal(tmp_path / "bad.txt")
     assert message.startswith(f"{tmp_path / 'bad.txt'}:2: cannot tell which project ./nowhere is")
+    # uv: "Git sources cannot be editable"
+    (tmp_path / "bad.txt").write_text("--editable git+https://github.com/org/repo@v1#egg=T\n")
+    assert ": -e git+https://github.com/org/repo@v1#egg=T: an editable is a local" in refusal(
+        tmp_path / "bad.txt"
+    )
 
 
 def test_text_is_parsed_instead_of_the_file(tmp_path: Path) -> None:

@@ -250,6 +250,8 @@ CASES: dict[str, Case] = {
     "index-url-not-a-url": Case({"r.txt": "--index-url = https://a.invalid/simple\nsix\n"}),
     "no-binary-not-a-name": Case({"r.txt": "--no-binary 'not a name!'\nsix\n"}),
     "editable-from-the-index": Case({"r.txt": "-e six\n"}),
+    "editable-git": Case({"r.txt": "-e git+https://github.invalid/org/repo@v1#egg=Repo_Tool\n"}),
+    "editable-wheel": Case({"r.txt": "-e ./wheels/six-1.16.0-py3-none-any.whl\n"}),
     "unnamed-constraint": Case(
         {"r.txt": "-c c.txt\nsix\n", "c.txt": "./wheels/six-1.16.0-py3-none-any.whl\n"}
     ),
@@ -279,6 +281,8 @@ REFUSED = {
     "continuation-in-a-name",
     "continuation-inside-a-requirement",
     "editable-from-the-index",
+    "editable-git",
+    "editable-wheel",
     "index-url-not-a-url",
     "index-url-twice",
     "missing-include",

@@ -19,7 +19,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from cudatx.errors import UsageError
+from cudatx.errors import UnreadableFile, UsageError
 from cudatx.planning.reqfiles.common import (
     Pin,
     decode_text,
@@ -321,7 +321,12 @@ class RequirementsReader:
                 seen.add(_identity(target))
                 if step.kind == "constraint" and not top.constraints:
                     self.options += ["--constraints", os.path.abspath(target)]
-                scanned = self._scan(target, read_requirements_text(target))
+                try:
+                    included = read_requirements_text(target)
+                except UnreadableFile as exc:  # say which line named it
+                    where = f"{top.path}:{step.line}"
+                    raise UnreadableFile(f"{where}: {exc.message}", path=exc.path) from None
+                scanned = self._scan(target, included)
                 stack.append(_Open(target, scanned, top.depth + 1, constraints))
             elif step.kind == "option":
                 if not top.constraints:
@@ -434,6 +439,10 @@ class RequirementsReader:
                 extras, raw = found.group(0), raw[: found.start()]
             local = Path(os.path.abspath(raw))
             url, filename = str(local), local.name
+        if editable and (local is None or local.is_file()):
+            raise UsageError(  # uv: "Editable requirements must refer to a local directory"
+                f"{where}: -e {target}: an editable is a local project folder, as uv reads it"
+            )
         name = _egg_name(egg, where) or _file_name(filename)
         if name is None and local is not None and local.is_dir():
             name = project_name(local)
