@@ -13,6 +13,11 @@ packages. A file uv refuses, cudatx refuses: one line, a CudatxError, never a tr
 Relative paths read as uv reads them: `-r`/`-c`/`-f` relative to the file that names them,
 the requirements' own paths (`./x.whl`, `-e ./pkg`) relative to the working folder, so the
 judge and cudatx run in the case's folder.
+
+Beside the corpus: files generated from pieces of the same syntax, judged the same way
+(`oracle`, CUDATX_ORACLE_EXAMPLES of them); and the corpus, generated files and uv's own
+samples read under the oldest `packaging` pyproject.toml allows as well as the installed one,
+which must agree (the reading must not drift with packaging's releases).
 """
 
 from __future__ import annotations
@@ -359,7 +364,9 @@ def _uv(args: list[str], folder: Path, env: Mapping[str, str]) -> subprocess.Com
     )
 
 
-def _compile(file: str, options: list[str], folder: Path, world: World, env: Mapping[str, str]):
+def _compile(
+    file: str, options: list[str], folder: Path, world: World, env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
     args = ["pip", "compile", "-q", "--no-deps", "--offline", "--no-index", "--no-header"]
     args += ["--find-links", str(world.wheels), "--python", str(world.venv / "bin/python")]
     args += ["--format", "pylock.toml", *options, file]
