@@ -401,9 +401,11 @@ class RequirementsReader:
             return self._unnamed(path, step.line, text, editable=editable)
         requirement = parse_requirement_at(_spaces(text), where)
         if editable and requirement.url is None:
-            return self._unnamed(path, step.line, text, editable=True)
-        if not marker_holds(requirement.marker, {**self.markers, "extra": ""}, where):
-            return None
+            if requirement.specifier:
+                raise UsageError(  # uv: "Registry requirements cannot be editable"
+                    f"{where}: -e {text}: an editable is a local project folder, not a version"
+                )
+            return self._unnamed(path, step.line, text, editable=True)  # `-e pkg`: a path
         url = None
         if requirement.url is not None:
             url = expand(requirement.url)
@@ -412,6 +414,13 @@ class RequirementsReader:
                 requirement.url = Path(url).as_uri()
             else:
                 requirement.url = url
+            local = url_path(url, where) if url.startswith("file:") else url
+            if editable and (_URL.match(local) or os.path.isfile(local)):
+                raise UsageError(  # uv: "Editable requirements must refer to a local directory"
+                    f"{where}: -e {text}: an editable is a local project folder, as uv reads it"
+                )
+        if not marker_holds(requirement.marker, {**self.markers, "extra": ""}, where):
+            return None
         return make_pin(
             requirement, source=path, line=step.line, text=text, url=url, editable=editable
         )
