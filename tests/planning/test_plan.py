@@ -512,6 +512,7 @@ def test_requirement_file_with_comments_options_pins_and_markers(
     sel: Path, work: Path, tmp_path: Path
 ) -> None:
     reqs = tmp_path / "remove.txt"
+    (tmp_path / "constraints.txt").write_text("foo-bar<2\n")  # read (uv reads it), no entries
     reqs.write_text(
         "# what the experiment pulled in\n"
         "--index-url https://example.invalid/simple\n"

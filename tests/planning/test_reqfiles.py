@@ -110,6 +110,7 @@ def test_compiled_with_hashes_and_via_comments() -> None:
 
 def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path) -> None:
     (tmp_path / "wheels").mkdir()
+    (tmp_path / "constraints.txt").write_text("torch<2.9\n")
     (tmp_path / "common.in").write_text(
         "Typing_Extensions>=4.8,<5\n--extra-index-url https://download.pytorch.org/whl/cu128\n"
     )
@@ -121,12 +122,12 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
         "--find-links https://example.org/links\n"
         "--no-index\n"
         "--trusted-host pypi.example\n"
-        "-c constraints-that-are-not-read.txt\n"
+        "-c constraints.txt\n"
         "-r common.in\n"
         "torch>=2.4,<3 ; python_version >= '3.10'\n"
         "pywin32==306 ; sys_platform == 'win32'\n"
         "nvidia-cudnn-cu12==9.* \n"
-        "legacy===1.0-custom\n"
+        "legacy===1.0.post1\n"
         "tool[cli] @ https://example.org/tool-1.0-py3-none-any.whl\n"
         "numpy == 2.2.3 \\\n"
         "    --hash=sha256:abc\n"
@@ -136,7 +137,7 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
         "Typing_Extensions>=4.8,<5",
         "torch>=2.4,<3 ; python_version >= '3.10'",
         "nvidia-cudnn-cu12==9.*",
-        "legacy===1.0-custom",
+        "legacy===1.0.post1",
         "tool[cli] @ https://example.org/tool-1.0-py3-none-any.whl",
         "numpy == 2.2.3",
     ]
@@ -149,7 +150,7 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
     assert [pins[n].version for n in ("torch", "nvidia-cudnn-cu12", "legacy", "numpy")] == [
         None,
         None,
-        "1.0-custom",
+        "1.0.post1",
         "2.2.3",
     ]
     assert pins["tool"].url == "https://example.org/tool-1.0-py3-none-any.whl"
@@ -162,19 +163,24 @@ def test_requirements_in_with_ranges_markers_includes_and_options(tmp_path: Path
         "--find-links",
         "https://example.org/links",
         "--no-index",
+        "--constraints",  # no entries: handed to uv, which applies them
+        str(tmp_path / "constraints.txt"),
         "--extra-index-url",
         "https://download.pytorch.org/whl/cu128",
     )
 
 
-def test_editables_and_unnamed_references(tmp_path: Path) -> None:
+def test_editables_and_unnamed_references(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A requirement's relative path is relative to the working folder, as uv reads it."""
+    monkeypatch.chdir(tmp_path)
     pkg = tmp_path / "pkgs" / "local-pkg"
     pkg.mkdir(parents=True)
     (pkg / "pyproject.toml").write_text('[project]\nname = "Local.Pkg"\nversion = "1"\n')
-    reqs = tmp_path / "dev.txt"
+    reqs = tmp_path / "lists" / "dev.txt"
+    reqs.parent.mkdir()
     reqs.write_text(
         "-e ./pkgs/local-pkg[test]\n"
-        "--editable git+https://github.com/org/repo@v1#egg=Repo_Tool\n"
+        "git+https://github.com/org/repo@v1#egg=Repo_Tool\n"
         "./dist/built_thing-2.0-py3-none-any.whl\n"
         "https://example.org/sdists/other-3.1.tar.gz ; sys_platform == 'win32'\n"
     )
@@ -184,11 +190,17 @@ def test_editables_and_unnamed_references(tmp_path: Path) -> None:
     assert (local.url, local.editable) == (str(pkg), True)
     assert local.requirement == f"local-pkg[test] @ {pkg.as_uri()}"
     assert pins["repo-tool"].requirement == "repo-tool @ git+https://github.com/org/repo@v1"
+    assert not pins["repo-tool"].editable
     assert pins["built-thing"].url == str(tmp_path / "dist" / "built_thing-2.0-py3-none-any.whl")
     assert not pins["built-thing"].editable
     (tmp_path / "bad.txt").write_text("six\n-e ./nowhere\n")
     message = refusal(tmp_path / "bad.txt")
     assert message.startswith(f"{tmp_path / 'bad.txt'}:2: cannot tell which project ./nowhere is")
+    # uv: "Git sources cannot be editable"
+    (tmp_path / "bad.txt").write_text("--editable git+https://github.com/org/repo@v1#egg=T\n")
+    assert ": -e git+https://github.com/org/repo@v1#egg=T: an editable is a local" in refusal(
+        tmp_path / "bad.txt"
+    )
 
 
 def test_text_is_parsed_instead_of_the_file(tmp_path: Path) -> None:
@@ -220,6 +232,8 @@ def test_a_name_cudatx_cannot_place_is_read_as_requirements(tmp_path: Path) -> N
         ("--index-url\n", ":1: --index-url needs a value"),
         ("-r\n", ":1: -r needs a value"),
         ("six ; python_version >= 'x' and nonsense\n", ":1: not a requirement: "),
+        ("Beta_==1.0\n", ":1: 'Beta_' is not a package name"),
+        ("legacy===1.0-custom\n", ":1: ===1.0-custom: not a PEP 440 version"),
         ("https://[bad/x.whl\n", ":1: not a URL: https://[bad/x.whl"),
     ],
 )
@@ -230,21 +244,19 @@ def test_malformed_requirements_are_one_line(tmp_path: Path, text: str, says: st
 
 
 def test_include_cycle_and_missing_include(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("six\n-r b.txt\n")
-    (tmp_path / "b.txt").write_text("\n\n-r a.txt\n")
-    assert (
-        refusal(tmp_path / "a.txt")
-        == f"{tmp_path / 'b.txt'}:3: -r a.txt: includes itself (a cycle)"
-    )
+    """As uv: an include already read is not read again, so a cycle ends there; a cycle back
+    to the top file reads it once more (uv counts only includes), repeating its entries."""
+    (tmp_path / "a.txt").write_text("six\n-r b.txt\n-r ./b.txt\n")
+    (tmp_path / "b.txt").write_text("\n\n-r a.txt\nidna\n")
+    assert texts(read(tmp_path / "a.txt")) == ["six", "six", "idna"]
     (tmp_path / "c.txt").write_text("-r missing.txt\n")
     assert "missing.txt: No such file or directory" in refusal(tmp_path / "c.txt", UnreadableFile)
 
 
-def test_variables_are_expanded_as_pip_and_uv_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`${NAME}` in an include, a path and a URL: expanded from the environment, as pip and uv
-    do; `$NAME`, lower-case names and unset variables stay as written."""
+def test_variables_are_expanded_as_uv_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`${NAME}` in an include, a path and a URL: expanded from the environment, as uv does;
+    unset variables stay as written; one set to "" expands to ""; never in a version."""
+    monkeypatch.chdir(tmp_path)
     sub = tmp_path / "sub"
     sub.mkdir()
     (sub / "a.txt").write_text("six==1.16.0\n")
@@ -254,8 +266,10 @@ def test_variables_are_expanded_as_pip_and_uv_do(
         "-r ${SUBDIR}/a.txt\n"
         f"./${{DIST}}/{wheel}\n"
         "idna @ https://${HOST}/idna-3.7-py3-none-any.whl\n"
-        "--find-links ${UNSET_HERE}/wheels\n"
+        "--find-links=${EMPTY}links\n"
     )
+    (tmp_path / "links").mkdir()
+    monkeypatch.setenv("EMPTY", "")
     monkeypatch.setenv("SUBDIR", "sub")
     monkeypatch.setenv("DIST", "dist")
     monkeypatch.setenv("HOST", "files.example")
@@ -265,9 +279,14 @@ def test_variables_are_expanded_as_pip_and_uv_do(
     assert pins["six"].source == str(sub / "a.txt")
     assert pins["pkg-x"].url == str(tmp_path / "dist" / wheel)
     assert pins["idna"].url == "https://files.example/idna-3.7-py3-none-any.whl"
-    assert found.options[-1] == "${UNSET_HERE}/wheels"  # unset: as written, as pip leaves it
+    assert found.options == ("--find-links", str(tmp_path / "links"))
     monkeypatch.delenv("SUBDIR")
-    assert "${SUBDIR}/a.txt" in refusal(reqs, UnreadableFile)
+    assert "${SUBDIR}/a.txt" in refusal(reqs, UnreadableFile)  # unset: as written
+    reqs.write_text("--find-links ${UNSET_HERE}/wheels\n")
+    assert refusal(reqs).endswith("${UNSET_HERE}/wheels: neither a URL nor a path that exists")
+    monkeypatch.setenv("VERSION", "1.0")
+    reqs.write_text("six==${VERSION}\n")
+    assert ":1: not a requirement: " in refusal(reqs)
 
 
 def test_unreadable_files(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "make_venv",
     "site_packages",
     "uv_bin",
+    "uv_env",
     "uv_install",
     "uv_run",
     "uv_uninstall",
@@ -63,6 +64,11 @@ def _uv_env() -> dict[str, str]:
     env["UV_PYTHON_DOWNLOADS"] = "never"
     env["UV_NO_PROGRESS"] = "1"
     return env
+
+
+def uv_env() -> dict[str, str]:
+    """The environment uv runs in here: offline-friendly, no user config, the private cache."""
+    return _uv_env()
 
 
 def uv_run(args: Sequence[str], *, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:

@@ -70,8 +70,10 @@ def test_a_dry_run_of_an_sdist_builds_nothing(
 
 
 def _requirements(world: World, sdists: Path, marker: Path, how: str) -> tuple[Path, str]:
-    """A file to check, and the name its refusal must say."""
-    local = tattling_project(world.work / "repo" / "localdir", "tattle", "1.0", marker)
+    """A file to check, and the name its refusal must say. `./localdir` is relative to the
+    working folder (world.work), where uv reads a requirement's relative path from."""
+    local = tattling_project(world.work / "localdir", "tattle", "1.0", marker)
+    (world.work / "repo").mkdir(exist_ok=True)
     if how == "sdist in --find-links":
         path = world.work / "requirements.txt"
         path.write_text(f"--find-links {sdists}\ntattle\n")
@@ -141,7 +143,8 @@ def test_a_requirements_file_given_to_install_is_read_for_what_it_builds(
 ) -> None:
     """`install -r FILE` and `sync FILE`: uv would read the file itself; cudatx reads it first,
     its -r includes too."""
-    tattling_project(world.work / "repo" / "localdir", "tattle", "1.0", marker)
+    tattling_project(world.work / "localdir", "tattle", "1.0", marker)  # from the working folder
+    (world.work / "repo").mkdir(exist_ok=True)
     (world.work / "repo" / "more.txt").write_text("-e ./localdir\n")
     (world.work / "repo" / "req.txt").write_text("-r more.txt\n")
     req = os.fspath(world.work / "repo" / "req.txt")

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from cudatx.planning.reqfiles.common import Pin, RequirementsFile, parse_toml, read_text
 from cudatx.planning.reqfiles.pylock import read_pylock
 from cudatx.planning.reqfiles.pyproject import read_pyproject
-from cudatx.planning.reqfiles.txt import RequirementsReader
+from cudatx.planning.reqfiles.txt import RequirementsReader, read_requirements_text
 from cudatx.planning.reqfiles.uvlock import UvLock
 
 __all__ = ["Pin", "RequirementsFile", "kind_of", "read_requirements"]
@@ -55,11 +55,11 @@ def read_requirements(
     as pip and uv do with `-r`. `extras` choose optional dependencies (pyproject, uv.lock,
     pylock); a requirements file has none."""
     kind = kind_of(path) or "requirements"
-    if text is None:
-        text = read_text(path)
     if kind == "requirements":
+        if text is None:
+            text = read_requirements_text(path)
         reader = RequirementsReader(markers)
-        reader.read(path, text, ())
+        reader.read(path, text)
         return RequirementsFile(
             path=path,
             kind=kind,
@@ -67,6 +67,8 @@ def read_requirements(
             lock=False,
             options=tuple(reader.options),
         )
+    if text is None:
+        text = read_text(path)
     doc = parse_toml(path, text)
     if kind == "pyproject":
         entries = read_pyproject(path, text, doc, markers, extras)

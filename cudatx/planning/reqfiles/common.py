@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import tomllib
@@ -10,17 +11,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
     InvalidName,
     canonicalize_name,
 )
-from packaging.version import InvalidVersion
+from packaging.version import InvalidVersion, Version
 
 from cudatx.errors import UnreadableFile, UsageError
 from cudatx.models import Frozen
+from cudatx.planning.reqfiles.markers import UndefinedKey, evaluate
 from cudatx.reading import MAX_REQUIREMENTS, read_bounded
 
 
@@ -48,13 +50,40 @@ class RequirementsFile(Frozen):
 def read_text(path: str) -> str:
     """A requirements file's text (a -r include, pyproject.toml, a lock): a regular file only,
     opened without blocking, at most MAX_REQUIREMENTS bytes (cudatx.reading), UTF-8."""
+    return decode_text(path, read_bytes(path))
+
+
+def read_bytes(path: str) -> bytes:
     try:
-        return read_bounded(path, MAX_REQUIREMENTS).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UnreadableFile(f"{path}: not UTF-8 text ({exc.reason})", path=path) from None
+        return read_bounded(path, MAX_REQUIREMENTS)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UnreadableFile(f"{path}: {reason}", path=path) from None
+
+
+# The byte-order marks uv sniffs before decoding a requirements file (uv-fs
+# read_to_string_transcode, encoding_rs_io's DecodeReaderBytes): the mark goes, the rest is
+# decoded as it says.
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+def decode_text(path: str, data: bytes, *, transcode: bool = False) -> str:
+    encoding = "utf-8"
+    if transcode:
+        for bom, name in _BOMS:
+            if data.startswith(bom):
+                data, encoding = data[len(bom) :], name
+                break
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(
+            f"{path}: not {encoding.upper()} text ({exc.reason})", path=path
+        ) from None
 
 
 def parse_toml(path: str, text: str) -> dict[str, Any]:
@@ -77,10 +106,23 @@ PARSE_ERRORS = (InvalidRequirement, InvalidMarker, ValueError, SyntaxError, Recu
 
 
 def parse_requirement_at(text: str, where: str) -> Requirement:
+    """PEP 508, held to what uv reads (uv-pep508): a name that ends in a letter or digit
+    (packaging takes `Beta_`), and a PEP 440 version after `===` (packaging takes any
+    string there, `===1.0#x` included; uv refuses `===1.0-custom`)."""
     try:
-        return Requirement(text)
+        requirement = Requirement(text)
     except PARSE_ERRORS as exc:
         raise UsageError(f"{where}: not a requirement: {first_line(exc)}") from None
+    package_name(requirement.name, where)
+    for spec in requirement.specifier:
+        if spec.operator == "===":
+            try:
+                Version(spec.version)
+            except InvalidVersion:
+                raise UsageError(
+                    f"{where}: ==={spec.version}: not a PEP 440 version (uv reads === as one)"
+                ) from None
+    return requirement
 
 
 def parse_marker_at(text: str, where: str) -> Marker:
@@ -98,20 +140,16 @@ def url_path(url: str, where: str) -> str:
         raise UsageError(f"{where}: not a URL: {url} ({exc})") from None
 
 
-EVAL_ERRORS = (UndefinedComparison, UndefinedEnvironmentName, InvalidVersion, KeyError)
-
-
 def marker_holds(marker: Marker | None, environment: Mapping[str, Any], where: str) -> bool:
-    """Whether a marker holds for the target; `extras`/`dependency_groups` in the environment
-    select PEP 751's lock-file evaluation (packaging >= 25), `extra` the metadata one."""
+    """Whether a marker holds for the target, as uv evaluates it (reqfiles/markers.py);
+    `extras`/`dependency_groups` in the environment are PEP 751's lock-file fields, `extra`
+    the metadata one."""
     if marker is None:
         return True
     try:
-        if "extras" in environment:
-            return marker.evaluate(dict(environment), "lock_file")
-        return marker.evaluate(dict(environment))
-    except EVAL_ERRORS as exc:
-        raise UsageError(f"{where}: cannot evaluate marker '{marker}': {exc}") from None
+        return evaluate(marker, environment)
+    except UndefinedKey as exc:
+        raise UsageError(f"{where}: cannot evaluate marker '{marker}': no {exc}") from None
 
 
 def python_ok(spec: str, markers: Mapping[str, str], where: str) -> bool:
@@ -119,11 +157,13 @@ def python_ok(spec: str, markers: Mapping[str, str], where: str) -> bool:
         specifier = SpecifierSet(spec)
     except InvalidSpecifier:
         raise UsageError(f"{where}: requires-python {spec!r} is not a version specifier") from None
-    version = markers.get("python_full_version", "")
     try:
-        return specifier.contains(version, prereleases=True)
+        version = Version(markers.get("python_full_version", ""))
     except InvalidVersion:  # a target that reports no usable version: cannot say it fails
         return True
+    # A Version, not a string: packaging 26 answers False for a string it cannot parse, 25
+    # raised (pypa/packaging#932).
+    return specifier.contains(version, prereleases=True)
 
 
 def pinned_version(requirement: Requirement) -> str | None:
@@ -131,6 +171,16 @@ def pinned_version(requirement: Requirement) -> str | None:
         if spec.operator == "===" or (spec.operator == "==" and not spec.version.endswith("*")):
             return spec.version
     return None
+
+
+def requirement_text(requirement: Requirement) -> str:
+    """PEP 508 text for uv, the marker left out, written here rather than by
+    `str(Requirement)`, whose spacing changed between packaging releases (25: `name@ URL`,
+    26: `name @ URL`): the same file must hand uv the same text whichever is installed."""
+    extras = f"[{','.join(sorted(requirement.extras))}]" if requirement.extras else ""
+    if requirement.url is not None:
+        return f"{requirement.name}{extras} @ {requirement.url}"
+    return requirement.name + extras + ",".join(sorted(str(s) for s in requirement.specifier))
 
 
 def make_pin(
@@ -143,11 +193,9 @@ def make_pin(
     version: str | None = None,
     editable: bool = False,
 ) -> Pin:
-    bare = Requirement(str(requirement))
-    bare.marker = None
     return Pin(
         name=canonicalize_name(requirement.name),
-        requirement=str(bare),
+        requirement=requirement_text(requirement),
         version=version if version is not None else pinned_version(requirement),
         url=url if url is not None else requirement.url,
         line=line,
