@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -46,6 +47,21 @@ def _module_scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
             path.unlink(missing_ok=True)
         elif not name.startswith("test"):
             shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _prune_uv_cache(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each slow test, `uv cache prune`: every `--reinstall-package` (a repair, a
+    doctor's fix, its staging) implies uv's refresh, which unpacks the wheel again into a
+    new cache entry and leaves the old one unreachable. One module of real CUDA wheels left
+    seven copies of each of eight of them, 28 GB. Prune removes only what nothing reaches;
+    what an environment holds stays (its files are links of their own)."""
+    yield
+    if request.node.get_closest_marker("slow") is None:
+        return
+    from tests.support import uv_bin
+
+    subprocess.run([uv_bin(), "cache", "prune"], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
