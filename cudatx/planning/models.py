@@ -114,7 +114,8 @@ class TrialCheck(Frozen):
 
     check: str  # "import torch", "--trial-cmd 'pytest -x'", a framework step's label
     dists: tuple[str, ...]  # the distributions that install the module (an import's)
-    # "breaks" or "loads"; "not modelled" for a user's command
+    # "breaks" or "loads"; "unchanged" where the trial saw it fail before the change and the
+    # model has no break of its own for it; "not modelled" for a user's command
     model: str
     # "breaks" (worked before, fails after), "loads", "failed before" (already failing),
     # "fixed" (failed before, works after), "removed" (leaves with its distribution)

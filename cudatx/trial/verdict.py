@@ -144,6 +144,10 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
             model = "breaks" if module in modelled else "loads"
         else:
             model = "breaks" if _framework_breaks(plan, label) else "loads"
+        if model == "loads" and verdict == "failed before":
+            # The model judges the change: "no break from it", which is not "it loads" of a
+            # check that failed before the change (doctor's finding, the plan's preexisting).
+            model = "unchanged"
         disagreement = None
         if verdict == "breaks" and model != "breaks":
             disagreement = f"the model missed: {label} fails: {error}"

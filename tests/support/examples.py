@@ -1,4 +1,4 @@
-"""How many examples the two oracles run: one variable for both.
+"""How many examples the oracles run: one variable for all of them.
 
 Each example builds real wheels, installs them with real uv and imports them in real
 interpreters, so the count is the suite's largest cost on 2 cores. CI runs ORACLE_EXAMPLES

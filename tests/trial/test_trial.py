@@ -108,6 +108,27 @@ def _available(method: str, venv: Path) -> None:
         pytest.skip(f"this machine makes no {method} shadow: {exc.message}")
 
 
+def test_a_check_that_failed_before_is_unchanged_for_the_model(
+    blind_wheels: BlindWheels, tmp_path: Path
+) -> None:
+    """An import that fails before the change (and after it) is `failed before` for the
+    trial; the model, which has no break of its own for it, says `unchanged`, not `loads`,
+    and neither side blames the change."""
+    from tests.support import build_wheel, uv_install
+
+    venv = blind_env(blind_wheels, tmp_path / "venv")
+    broken = build_wheel(
+        tmp_path / "wheels", "alreadybroken", "1.0",
+        {"alreadybroken/__init__.py": b"raise ImportError('broken before any change')\n"},
+    )  # fmt: skip
+    uv_install(venv, [broken])
+    done = cudatx("remove", "blindpkg", "--python", venv, "--dry-run", "--trial", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = _roots(_json(done)["trial"])["import alreadybroken"]
+    assert (row["model"], row["trial"]) == ("unchanged", "failed before"), row
+    assert row["disagreement"] is None
+
+
 @pytest.mark.parametrize("method", ["overlay", "reflink", "copy"])
 def test_the_original_is_never_written(
     blind_wheels: BlindWheels, tmp_path: Path, method: str
