@@ -124,11 +124,11 @@ class _Causes:
         """Distributions that lost a module or a library: broken, whatever loads it now (a
         package that lost its files is broken; its twin's bytes in its place are not, until
         a load goes wrong because of them)."""
-        for found in ownership.hollow(self.env):
-            dist = self.env.distribution(found.name)
-            if not found.lost or dist is None or found.name in self.contaminating:
+        for name in ownership.losing_code(self.env):
+            found = self.hollow(name)
+            dist = self.env.distribution(name)
+            if found is None or not found.lost or dist is None or name in self.contaminating:
                 continue
-            self._hollow.setdefault(found.name, found)
             cause = self.hollow_cause(found, dist)
             more = f" and {len(found.lost) - 3} more" if len(found.lost) > 3 else ""
             cause.consequences.setdefault(

@@ -24,13 +24,46 @@ import re
 from cudatx.analysis import frameworks
 from cudatx.analysis.problems import short
 from cudatx.cache import Stale, file_key, memo
-from cudatx.discover.imports import Closure, import_closure
+from cudatx.discover.imports import Closure, import_closure, requires
 from cudatx.environment import Environment
 from cudatx.loader.process import LoadResult
 from cudatx.models import Status
 
 _MET = (Status.RESOLVED, Status.SYSTEM)
 _CLOSURES: dict[tuple[str, str], Closure] = {}
+_REQUIRED: dict[tuple[str, str, str], bool] = {}
+
+
+def _requires(env: Environment, entry: str, top: str, dotted: str) -> bool:
+    """Whether `import TOP` imports `dotted` on every path (its closure's required part),
+    with the fewest files read (cudatx.discover.imports.requires); once per run, and across
+    runs through the scan cache (valid while every file it read keeps its state)."""
+    seen = (entry, top, dotted)
+    found = _REQUIRED.get(seen)
+    if found is None:
+        closure = _CLOSURES.get((entry, top))
+        if closure is not None:
+            found = dotted in closure.required
+        else:
+            found = memo(
+                env.view.cache,
+                "import required",
+                os.path.join(entry, dotted),
+                top,
+                lambda: requires(top, dotted, entry, env.view.real),
+                load=_requires_from_json,
+                dump=lambda told: json.dumps({"required": told[0], "files": told[1]}),
+            )[0]
+        _REQUIRED[seen] = found
+    return found
+
+
+def _requires_from_json(text: str) -> tuple[bool, tuple[tuple[str, str], ...]]:
+    data = json.loads(text)
+    files = tuple((str(p), str(s)) for p, s in data["files"])
+    if not all(_state(p) == s for p, s in files):
+        raise Stale  # a file it read has changed since: read again
+    return bool(data["required"]), files
 
 
 def _closure(env: Environment, entry: str, top: str) -> Closure:
@@ -99,17 +132,16 @@ def imported(env: Environment, root: str) -> bool | None:
             if where is None or not load.at_import or load.swallowed:
                 continue
             entry, top, dotted = where
-            if dotted.removesuffix(".__init__") in _closure(env, entry, top).required:
+            if _requires(env, entry, top, dotted.removesuffix(".__init__")):
                 return True
         return False
     where = _module(env, root)
     if where is None:
         return None
     entry, top, dotted = where
-    closure = _closure(env, entry, top)
-    if dotted in closure.required:
+    if _requires(env, entry, top, dotted):
         return True
-    if dotted in closure.optional:
+    if dotted in _closure(env, entry, top).optional:
         return False
     # Outside the closure: optional where the package imports it lazily (in a function, a
     # module __getattr__); a module nothing of the package imports is one its users import

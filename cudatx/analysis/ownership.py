@@ -28,6 +28,7 @@ from cudatx.paths import is_library_name
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
+    from cudatx.loader.fileview import FileView
 
 __all__ = [
     "CoOwned",
@@ -37,6 +38,7 @@ __all__ = [
     "conda_record_of",
     "hollow",
     "is_code",
+    "losing_code",
     "lost",
     "system_package",
 ]
@@ -289,10 +291,40 @@ def is_code(entry: RecordEntry) -> bool:
     library, an extension module). Not a bytecode cache, which Python writes again, nor an
     empty file: an empty `__init__.py` gone leaves a namespace package whose submodules
     import as before (the import system, PEP 420)."""
-    if entry.size == 0 or "__pycache__" in entry.path.split("/"):
+    # The file name first: most entries of a CUDA environment are headers and bytecode.
+    name = entry.path.rpartition("/")[2]
+    if not (name.endswith(".py") or is_library_name(name)) or entry.size == 0:
         return False
-    name = os.path.basename(entry.path)
-    return name.endswith(".py") or is_library_name(name)
+    return "__pycache__" not in entry.path.split("/")
+
+
+def losing_code(env: Environment) -> tuple[str, ...]:
+    """The distributions that hollow() finds with `lost` entries (a module or library
+    their RECORD lists is missing), found by checking those entries alone, for existence.
+
+    A plan asks this of every distribution on every run (analysis.broken); hollow() stats
+    every RECORD entry, headers and bytecode included: three times the files of a torch
+    environment, for the one finding that counts there."""
+    view = env.view
+    out: list[str] = []
+    for dist in env.distributions:
+        for entry in _checked(dist):
+            if is_code(entry) and _missing(view, os.path.join(dist.site, entry.path)):
+                out.append(dist.name)
+                break
+    return tuple(out)
+
+
+def _missing(view: FileView, path: str) -> bool:
+    """_state()'s 'missing': deleted by the change, or nothing there (not even a link)."""
+    if view.gone(path):
+        return True
+    real = view.real(path)
+    try:
+        os.stat(real)
+    except OSError:
+        return not os.path.lexists(real)  # a dangling link is 'wrong', not missing
+    return False
 
 
 def lost(

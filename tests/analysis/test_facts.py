@@ -23,7 +23,7 @@ from cudatx.analysis.cuda import (
     mixed_majors,
     torch_cuda,
 )
-from cudatx.analysis.ownership import co_owned, hollow
+from cudatx.analysis.ownership import co_owned, hollow, losing_code
 from cudatx.elf.reader import read_elf
 from cudatx.environment import Environment
 from cudatx.scan import scan
@@ -214,6 +214,7 @@ def test_overwritten_owner_is_hollow_by_hash(cu13_last: Installed) -> None:
     assert cu12.examples == (CUDNN,)
     assert not cu12.emptied  # its (empty) __init__.py still matches
     assert cu12.total >= 2
+    assert losing_code(cu13_last.env) == ()  # other bytes: nothing a load or import misses
 
 
 def test_uninstalling_one_owner_empties_the_other(cu12_removed: Installed) -> None:
@@ -229,6 +230,9 @@ def test_uninstalling_one_owner_empties_the_other(cu12_removed: Installed) -> No
     assert cu13.emptied
     assert CUDNN in cu13.examples
     assert not os.path.lexists(cu12_removed.site / CUDNN)
+    # What a plan checks on every run: the same finding, from the code entries alone.
+    assert losing_code(env) == (CU13,)
+    assert cu13.lost == (CUDNN,)  # its __init__.py is empty: a namespace package imports
 
 
 # -- CUDA majors ----------------------------------------------------------------------------

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cudatx.discover.imports import import_closure, imported_top_levels, imports_of
+from cudatx.discover.imports import (
+    Closure,
+    import_closure,
+    imported_top_levels,
+    imports_of,
+    requires,
+)
 
 
 def test_module_level_imports_count_in_blocks_and_class_bodies_but_not_in_functions() -> None:
@@ -67,10 +73,7 @@ def test_import_closure_follows_module_level_imports_of_the_package(tmp_path: Pa
         "pkg/sub/deep.py": "if True:\n    from ..helpers import _cext\n",
         "pkg/helpers/__init__.py": "",
     }
-    for rel, text in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
-    closure = import_closure("pkg", str(tmp_path))
+    closure = _write(tmp_path, files)
     assert {"pkg", "pkg.core", "pkg._fast", "pkg.sub", "pkg.sub.deep"} <= closure.required
     assert "pkg.helpers._cext" in closure.required
     assert closure.optional == {"pkg._gpu"}
@@ -83,3 +86,41 @@ def test_import_closure_follows_module_level_imports_of_the_package(tmp_path: Pa
         "core.py",
         "deep.py",
     ]
+
+
+def _write(folder: Path, files: dict[str, str]) -> Closure:
+    for rel, text in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    return import_closure("pkg", str(folder))
+
+
+def test_requires_agrees_with_the_closure_and_stops_at_the_first_file_that_tells(
+    tmp_path: Path,
+) -> None:
+    """requires() is the closure's required part, read lazily: a module the package's
+    __init__ imports is told from that file alone (torch._C from torch/__init__.py, where
+    torch's whole closure reads 1,551 files)."""
+    files = {
+        "pkg/__init__.py": "from pkg._C import *\nfrom . import a\n",
+        "pkg/a.py": "from . import b\ntry:\n    from . import _opt\nexcept ImportError:\n"
+        "    pass\ndef f():\n    from . import _lazy\n",
+        "pkg/b.py": "import pkg.deep.c\nfrom pkg import _opt\n",
+        "pkg/deep/__init__.py": "",
+        "pkg/deep/c.py": "from .._ext import x\n",
+    }
+    closure = _write(tmp_path, files)
+    entry = str(tmp_path)
+    told, read = requires("pkg", "pkg._C", entry)
+    assert told and [Path(p).relative_to(tmp_path).as_posix() for p, _ in read] == [
+        "pkg/__init__.py"
+    ]
+    names = {"pkg", "pkg._C", "pkg.a", "pkg.b", "pkg.deep", "pkg.deep.c", "pkg._ext"}
+    names |= {"pkg._opt", "pkg._lazy", "pkg.nothing"}
+    for name in sorted(names):
+        assert requires("pkg", name, entry)[0] == (name in closure.required), name
+    # _opt is optional from a and required from b: required wins, as in the closure.
+    assert "pkg._opt" in closure.required
+    # Outside the required part, the whole of that part is read (what it rests on).
+    told, read = requires("pkg", "pkg._lazy", entry)
+    assert not told and len(read) == len(files)
