@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from cudatx import cache as cache_module
+from cudatx.analysis import ownership
 from cudatx.cache import DATABASE, cache_folder, open_cache
 from cudatx.environment import Environment
+from cudatx.loader.fileview import FileView
 from cudatx.progress import Bar, wanted
 from cudatx.scan import scan
 from tests.support import (
@@ -104,6 +106,42 @@ def test_warm_scan_reads_from_the_cache(env: ExtWorld, tmp_path: Path, settled_n
     assert hits > 0 and misses == 0
     assert warm.loads == cold.loads and warm.distributions == cold.distributions
     assert warm.roots == cold.roots and warm.findings == cold.findings
+
+
+def test_a_plans_lost_files_check_is_kept_until_a_folder_of_its_code_changes(
+    env: ExtWorld, tmp_path: Path, settled_now: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ownership.losing_code: a distribution's answer is kept while its RECORD and the
+    folders of its modules and libraries keep their state; a library deleted since is
+    seen (its folder's entries changed), and nothing is stat'ed for a kept answer."""
+    looked: list[str] = []
+    missing = ownership._missing
+
+    def counted(view: FileView, path: str) -> bool:
+        looked.append(path)
+        return missing(view, path)
+
+    monkeypatch.setattr(ownership, "_missing", counted)
+
+    def losing(folder: Path) -> tuple[str, ...]:
+        cache = open_cache({"CUDATX_CACHE_DIR": str(folder)})
+        assert cache is not None
+        try:
+            found = scan(str(env.venv), ld_library_path=None, cwd=env.work, cache=cache)
+            return ownership.losing_code(found)
+        finally:
+            cache.close()
+
+    folder = tmp_path / "cache"
+    assert losing(folder) == ()
+    assert str(env.lib) in looked and str(env.ext) in looked
+    looked.clear()
+    assert losing(folder) == () and looked == []  # kept
+    env.lib.unlink()
+    assert losing(folder) == ("cache-fixture",)
+    assert str(env.lib) in looked
+    looked.clear()
+    assert losing(folder) == ("cache-fixture",) and looked == []  # the loss is kept too
 
 
 def test_library_rewritten_in_place_with_a_new_needed_is_seen(

@@ -13,13 +13,14 @@ asked only for the files a report names.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cudatx.cache import memo_file
+from cudatx.cache import Stale, file_key, memo, memo_file, settled
 from cudatx.digest import digest_file, record_encode
 from cudatx.discover.confinement import inside
 from cudatx.environment import Environment
@@ -304,15 +305,66 @@ def losing_code(env: Environment) -> tuple[str, ...]:
 
     A plan asks this of every distribution on every run (analysis.broken); hollow() stats
     every RECORD entry, headers and bytecode included: three times the files of a torch
-    environment, for the one finding that counts there."""
+    environment, for the one finding that counts there. Through the scan cache, a
+    distribution's answer stands while its RECORD and every folder holding its code keep
+    their state: a file appears in or leaves a folder only by a change of the folder's
+    entries, which sets its ctime (as `find -newer` and make rely on; cudatx.cache, RACY_NS,
+    for a change within the same tick)."""
     view = env.view
-    out: list[str] = []
-    for dist in env.distributions:
-        for entry in _checked(dist):
-            if is_code(entry) and _missing(view, os.path.join(dist.site, entry.path)):
-                out.append(dist.name)
-                break
-    return tuple(out)
+    cache = None if view.simulated else view.cache
+    return tuple(d.name for d in env.distributions if _loses_code(view, d, cache))
+
+
+def _loses_code(view: FileView, dist: Distribution, cache: ScanCache | None) -> bool:
+    def code() -> list[str]:
+        return [os.path.join(dist.site, e.path) for e in _checked(dist) if is_code(e)]
+
+    record = os.path.join(dist.metadata_dir, "RECORD")
+    try:
+        st = os.stat(record) if cache is not None and dist.kind != "conda" else None
+    except OSError:
+        st = None
+    if st is None:
+        return any(_missing(view, p) for p in code())
+    key, state = file_key(st)
+
+    def compute() -> tuple[bool, list[str], list[str], bool]:
+        paths = code()
+        folders = sorted({os.path.dirname(p) for p in paths})
+        # The folders' states before the files: a file deleted in between leaves its
+        # folder newer than what is kept, and the next run looks again.
+        states = [_folder_state(f) for f in folders]
+        lost = any(_missing(view, p) for p in paths)
+        keep = settled(st) and all(s[1] for s in states)
+        return lost, folders, [s[0] for s in states], keep
+
+    return memo(
+        cache,
+        "code intact",
+        f"{record}\0{key}",
+        state,
+        compute,
+        load=_code_from_json,
+        dump=lambda told: json.dumps(told[:3]) if told[3] else None,
+    )[0]
+
+
+def _folder_state(folder: str) -> tuple[str, bool]:
+    """(state, settled) of a folder: its identity and its entries' last change."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return "-", True
+    return ":".join(file_key(st)), settled(st)
+
+
+def _code_from_json(text: str) -> tuple[bool, list[str], list[str], bool]:
+    lost, folders, states = json.loads(text)
+    if len(folders) != len(states) or any(
+        _folder_state(f)[0] != s for f, s in zip(folders, states, strict=True)
+    ):
+        raise Stale  # a folder's entries changed since: look again
+    return bool(lost), folders, states, True
 
 
 def _missing(view: FileView, path: str) -> bool:

@@ -268,6 +268,12 @@ class FileView:
         """Whether a simulated change deleted `path`: never, for the files as they are."""
         return False
 
+    @property
+    def simulated(self) -> bool:
+        """Whether this view is of files as a change would leave them (OverlayView): then
+        nothing read through it may be kept as a fact of the files on disk."""
+        return False
+
     def _probe(self, path: str) -> Probe:
         try:
             st = os.stat(path)
@@ -448,3 +454,7 @@ class OverlayView(FileView):
     def gone(self, path: str) -> bool:
         """Whether the change deleted `path` (or, for a symlink, what it points at)."""
         return self._is_gone(path)
+
+    @property
+    def simulated(self) -> bool:
+        return True
