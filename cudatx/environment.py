@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import ItemsView, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from cudatx.discover.frameworks.model import FrameworkLoads, Installed
@@ -20,7 +19,7 @@ from cudatx.elf.system import SystemLoader
 from cudatx.loader.fileview import FileView
 from cudatx.loader.process import LoadResult
 from cudatx.loader.roots import FrameworkRun, PackageContext
-from cudatx.models import Distribution, ElfInfo, Finding, PythonTarget, Resolution
+from cudatx.models import Distribution, ElfInfo, Finding, Frozen, PythonTarget, Resolution
 
 
 class PathKeys:
@@ -61,8 +60,7 @@ class PathKeys:
         return real
 
 
-@dataclass(frozen=True)
-class Environment:
+class Environment(Frozen, kw_only=False):
     target: PythonTarget
     system: SystemLoader
     executable: ElfInfo  # the interpreter binary, the process's main map

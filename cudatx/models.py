@@ -5,6 +5,9 @@ Every model here is frozen: the scan produces them once and queries return new v
 
 from __future__ import annotations
 
+import dataclasses
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, NamedTuple, dataclass_transform
@@ -12,19 +15,112 @@ from typing import Any, ClassVar, NamedTuple, dataclass_transform
 
 @dataclass_transform(frozen_default=True, kw_only_default=True)
 class Frozen:
-    """Base of every model: each subclass is a frozen, keyword-only dataclass.
+    """Base of every model: each subclass is a frozen, keyword-only dataclass (or one that
+    takes its fields in order too: `class X(Frozen, kw_only=False)`).
 
     Not a pydantic model: importing pydantic and building its validators took 110 ms of every
     run, a third of a warm plan. What every run reads is decoded by cudatx.codec; documents
     (reports, journals, snapshots, trace records) are validated and written by pydantic in
     cudatx.documents, which reads the config below (an unknown field is an error).
+
+    The methods a frozen dataclass gets are this class's, the same for every model, written
+    once: `dataclasses` compiles six functions per class (__init__, __setattr__,
+    __delattr__, __eq__, __hash__, __repr__), and that was 20 of the 46 ms a warm plan spent
+    making its classes (python 3.11). The subclass is still a dataclass (fields(), replace(),
+    pydantic read `__dataclass_fields__`); what the methods do is what dataclasses writes
+    for frozen=True, kw_only=True (tests/test_models.py holds them to it).
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    _init: ClassVar[tuple[tuple[str, Any, Any], ...]]  # (name, default, factory) of init fields
+    _set: ClassVar[tuple[tuple[str, Any, Any], ...]]  # the same of init=False fields
+    _names: ClassVar[frozenset[str]]
+    _positional: ClassVar[tuple[str, ...]]  # init fields that may be given by position
+    _compared: ClassVar[Callable[[Any], object]]
+    _shown: ClassVar[tuple[str, ...]]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, *, kw_only: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        dataclass(frozen=True, kw_only=True)(cls)
+        dataclass(init=False, repr=False, eq=False, kw_only=kw_only)(cls)
+        every = dataclasses.fields(cls)  # type: ignore[arg-type]  # a dataclass by now
+        cls._init = tuple((f.name, f.default, f.default_factory) for f in every if f.init)
+        cls._positional = tuple(f.name for f in every if f.init and not f.kw_only)
+        cls._set = tuple((f.name, f.default, f.default_factory) for f in every if not f.init)
+        cls._names = frozenset(name for name, _, _ in cls._init)
+        compared = [f.name for f in every if f.compare]
+        cls._compared = operator.attrgetter(*compared) if len(compared) > 1 else _as_tuple(compared)
+        cls._shown = tuple(f.name for f in every if f.repr)
+
+    def __init__(self, *args: Any, **values: Any) -> None:
+        if args:  # `class X(Frozen, kw_only=False)`: its fields in order, then by name
+            positional = self._positional
+            if len(args) > len(positional):
+                raise TypeError(
+                    f"{type(self).__qualname__}.__init__() takes {len(positional) + 1} "
+                    f"positional arguments but {len(args) + 1} were given"
+                )
+            for name in positional[: len(args)]:
+                if name in values:
+                    raise TypeError(
+                        f"{type(self).__qualname__}.__init__() got multiple values for "
+                        f"argument '{name}'"
+                    )
+            values = {**dict(zip(positional, args, strict=False)), **values}
+        for name, default, factory in self._init:
+            if name in values:
+                value = values[name]
+            elif default is not _MISSING:
+                value = default
+            elif factory is not _MISSING:
+                value = factory()
+            else:
+                raise TypeError(
+                    f"{type(self).__qualname__}.__init__() missing 1 required keyword-only "
+                    f"argument: '{name}'"
+                )
+            object.__setattr__(self, name, value)
+        for name, default, factory in self._set:
+            if default is not _MISSING or factory is not _MISSING:
+                object.__setattr__(self, name, default if factory is _MISSING else factory())
+        if len(values) > len(self._init) or not self._names.issuperset(values):
+            extra = next(iter(set(values) - self._names))
+            raise TypeError(
+                f"{type(self).__qualname__}.__init__() got an unexpected keyword argument '{extra}'"
+            )
+        post = getattr(self, "__post_init__", None)
+        if post is not None:
+            post()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field '{name}'")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            compared = type(self)._compared  # from the class: a function there is not bound
+            return bool(compared(self) == compared(other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(type(self)._compared(self))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
+        return f"{type(self).__qualname__}({shown})"
+
+
+_MISSING: Any = dataclasses.MISSING
+
+
+def _as_tuple(names: list[str]) -> Callable[[Any], object]:
+    """A model's compared fields as a tuple, for none or one of them (attrgetter gives one
+    bare)."""
+    if not names:
+        return lambda _: ()
+    name = names[0]
+    return lambda self: (getattr(self, name),)
 
 
 class Finding(Frozen):

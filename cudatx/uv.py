@@ -9,10 +9,10 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from cudatx.errors import CudatxError, ExitCode, NeedsBuild, UsageError, needs_build
+from cudatx.models import Frozen
 
 # cudatx's own word among uv's for where wheels come from: building is allowed. pip_argv
 # turns its absence into uv's `--only-binary :all:`, so nothing builds (runs a setup.py or a build
@@ -20,8 +20,7 @@ from cudatx.errors import CudatxError, ExitCode, NeedsBuild, UsageError, needs_b
 ALLOW_BUILD = "--allow-build"
 
 
-@dataclass(frozen=True)
-class UvOptions:
+class UvOptions(Frozen, kw_only=False):
     """The options a user gives for where wheels come from, passed on to every uv that
     resolves, stages or installs (the dry run, the staging, the apply, a repair)."""
 

@@ -78,8 +78,7 @@ class Mixed(Frozen):
 # -- the shipped tables ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Rules:
+class _Rules(Frozen, kw_only=False):
     folder_parent: str
     folder: re.Pattern[str]
     suffix: re.Pattern[str]

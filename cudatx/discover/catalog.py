@@ -6,21 +6,20 @@ import fnmatch
 import functools
 import json
 import re
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from cudatx.models import Frozen
 
-@dataclass(frozen=True)
-class PreloadEntry:
+
+class PreloadEntry(Frozen, kw_only=False):
     folder: str  # the component folder torch names ("cublas", "cuda_nvrtc", ...)
     pattern: str  # a glob over file names ("libcublas.so.*[0-9]")
     required: bool  # a missing one raises (except path: import fails; normal path: list ends)
     min_cuda: int | None = None  # only for a CUDA build of at least this major (0: any)
 
 
-@dataclass(frozen=True)
-class Preloads:
+class Preloads(Frozen, kw_only=False):
     """What a package's __init__.py preloads before its extension (cudatx.discover.preloads)."""
 
     normal: tuple[PreloadEntry, ...]  # after the first library loaded (once `gate` holds)
@@ -37,8 +36,7 @@ class Preloads:
         return cls((), None, (), (), (), False, False, origin)
 
 
-@dataclass(frozen=True)
-class LoadList:
+class LoadList(Frozen, kw_only=False):
     """What a package loads by hand before its extension module."""
 
     distribution: str
@@ -49,15 +47,13 @@ class LoadList:
     releases: dict[str, Preloads]  # "major.minor" -> what that release preloads
 
 
-@dataclass(frozen=True)
-class KnownLoads:
+class KnownLoads(Frozen, kw_only=False):
     obj: str  # soname of the loading object; may hold {major}
     loads: tuple[str, ...]
     optional: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(Frozen, kw_only=False):
     load_lists: tuple[LoadList, ...]
     driver: tuple[str, ...]  # fnmatch patterns
     dlopen: tuple[KnownLoads, ...]

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cudatx.cache import file_key, memo, settled
+from cudatx.models import Frozen
 from cudatx.reading import MAX_METADATA, read_bounded
 
 if TYPE_CHECKING:
@@ -54,8 +55,7 @@ _PREFILTER = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library)\b")
 _DEPTH = 6
 
 
-@dataclass(frozen=True)
-class HandLoaded:
+class HandLoaded(Frozen, kw_only=False):
     """One library a package's code loads by path."""
 
     path: str  # the file it loads, absolute
@@ -66,8 +66,7 @@ class HandLoaded:
     torch: bool  # torch.ops/classes.load_library: torch is imported first
 
 
-@dataclass(frozen=True)
-class Unread:
+class Unread(Frozen, kw_only=False):
     """A load whose path cudatx cannot evaluate, or cannot choose among several."""
 
     by: str
@@ -75,8 +74,7 @@ class Unread:
     what: str  # the call as written, and why
 
 
-@dataclass(frozen=True)
-class PackageLoads:
+class PackageLoads(Frozen, kw_only=False):
     loads: tuple[HandLoaded, ...] = ()
     unread: tuple[Unread, ...] = ()
 
@@ -92,43 +90,37 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 
-@dataclass(frozen=True)
-class _Path:
+class _Path(Frozen, kw_only=False):
     """A pathlib.Path value (kept apart from str for `.parent` and `/`)."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class _Module:
+class _Module(Frozen, kw_only=False):
     """An imported module, by dotted name (`os.path`, `importlib.resources`)."""
 
     name: str
 
 
-@dataclass(frozen=True)
-class _Func:
+class _Func(Frozen, kw_only=False):
     """A function of the package: its module and definition."""
 
     module: _Source
     node: ast.FunctionDef
 
 
-@dataclass(frozen=True)
-class _Class:
+class _Class(Frozen, kw_only=False):
     module: _Source
     node: ast.ClassDef
 
 
-@dataclass(frozen=True)
-class _Choice:
+class _Choice(Frozen, kw_only=False):
     """One of several values, which cannot be told apart before run time."""
 
     options: tuple[object, ...]
 
 
-@dataclass(frozen=True)
-class _Pattern:
+class _Pattern(Frozen, kw_only=False):
     """A string with parts unknown before run time, as a glob (`libfoo_*.so`)."""
 
     glob: str

@@ -14,10 +14,10 @@ import collections
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cudatx.cache import Unkept, file_key, memo_file
+from cudatx.models import Frozen
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -92,8 +92,7 @@ def imports_of(
 # -- the static import closure --------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Closure:
+class Closure(Frozen, kw_only=False):
     """What `import TOP` runs, read statically: the modules (dotted names) its `__init__.py`
     imports at module level, and theirs, in the same top-level package."""
 

@@ -31,7 +31,7 @@ import ast
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from cudatx.cache import file_key, memo_file
@@ -42,6 +42,7 @@ from cudatx.discover.catalog import (
     preloads_from_json,
     preloads_to_json,
 )
+from cudatx.models import Frozen
 from cudatx.reading import MAX_METADATA, read_bounded
 
 if TYPE_CHECKING:
@@ -87,8 +88,7 @@ def _called(node: ast.AST, name: str) -> ast.Call | None:
     return None
 
 
-@dataclass(frozen=True)
-class _Source:
+class _Source(Frozen, kw_only=False):
     """The functions of torch/__init__.py that preloading involves."""
 
     searcher: ast.FunctionDef  # one library: (lib_folder, lib_name[, required])

@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 import struct
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from cudatx.models import Frozen
 
 _OLD_MAGIC = b"ld.so-1.7.0"
 _OLD_HEADER = struct.Struct("=12sI")  # magic padded to 12, nlibs
@@ -41,16 +43,14 @@ EM_X86_64 = 62
 EM_AARCH64 = 183
 
 
-@dataclass(frozen=True)
-class CacheEntry:
+class CacheEntry(Frozen, kw_only=False):
     name: str  # the key: a soname (or file name) ldconfig found
     path: str
     flags: int
     hwcap: int
 
 
-@dataclass(frozen=True)
-class LdCache:
+class LdCache(Frozen, kw_only=False):
     entries: tuple[CacheEntry, ...] = ()
     _by_name: dict[str, tuple[CacheEntry, ...]] = field(
         init=False, repr=False, compare=False, hash=False

@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from dataclasses import dataclass
 
 from cudatx.elf.ldcache import LdCache, cache_flags_for, read_ld_cache
-from cudatx.models import ElfInfo
+from cudatx.models import ElfInfo, Frozen
 
 _EM_X86_64 = 62
 _EM_AARCH64 = 183
@@ -36,8 +35,7 @@ _PROBE_DIR = "/nonexistent/cudatx-probe"
 _TIMEOUT_S = 20
 
 
-@dataclass(frozen=True)
-class SystemLoader:
+class SystemLoader(Frozen, kw_only=False):
     interpreter: str
     default_dirs: tuple[str, ...]
     subdirs: tuple[str, ...]  # tried in order inside every search folder, before the folder

@@ -12,7 +12,7 @@ import os
 import stat
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,8 +35,7 @@ class Seen(Enum):
     ELF = "elf"
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(Frozen, kw_only=False):
     seen: Seen
     info: ElfInfo | None = None
     reason: str | None = None

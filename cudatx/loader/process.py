@@ -43,7 +43,7 @@ from typing import Any
 from cudatx.elf.system import SystemLoader
 from cudatx.loader import binding
 from cudatx.loader.fileview import FileView, Probe, Seen
-from cudatx.models import Attempt, ElfInfo, Evidence, How, Outcome, Resolution, Status
+from cudatx.models import Attempt, ElfInfo, Evidence, Frozen, How, Outcome, Resolution, Status
 
 DF_1_NODEFLIB = 0x800
 _DST = re.compile(r"\$(?:\{(ORIGIN|LIB|PLATFORM)\}|(ORIGIN|LIB|PLATFORM)(?![A-Za-z0-9_]))")
@@ -74,8 +74,7 @@ class Loaded:
         return None if self.info.runpath is not None else self.info.rpath
 
 
-@dataclass(frozen=True)
-class LoadResult:
+class LoadResult(Frozen, kw_only=False):
     root: str
     ok: bool
     loaded: tuple[str, ...]  # paths newly mapped by this load, in load order

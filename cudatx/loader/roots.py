@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from cudatx.discover.catalog import Catalog, LoadList, PreloadEntry, Preloads
 from cudatx.discover.frameworks.model import (
@@ -57,7 +57,7 @@ from cudatx.discover.lddebug import DLOPEN, absolute
 from cudatx.discover.traces import Trace
 from cudatx.loader.fileview import FileView, Seen
 from cudatx.loader.process import Loaded, LoadResult, Process
-from cudatx.models import ElfInfo, Evidence, Resolution, Status
+from cudatx.models import ElfInfo, Evidence, Frozen, Resolution, Status
 from cudatx.paths import soname_stem
 
 MajorOf = Callable[[str, ElfInfo], int | None]
@@ -67,8 +67,7 @@ Located = tuple[PreloadEntry, str | None]
 """A preload and the file torch's search finds for it (None: nothing matches)."""
 
 
-@dataclass(frozen=True)
-class PackageContext:
+class PackageContext(Frozen, kw_only=False):
     """What importing a package loads before the module asked for."""
 
     load_list: LoadList
@@ -90,8 +89,7 @@ HandLocated = tuple[HandLoad, str | None]
 """A framework's hand load and the file its search finds (None: none)."""
 
 
-@dataclass(frozen=True)
-class ModuleLocated:
+class ModuleLocated(Frozen, kw_only=False):
     """A module a framework imports before its root (cudatx.discover.frameworks.model.
     ModuleStep), as installed: its file (None: none of its names is installed), and the
     names it then opens by bare name, each picked among its alternatives."""
@@ -102,8 +100,7 @@ class ModuleLocated:
     why: str
 
 
-@dataclass(frozen=True)
-class FrameworkRun:
+class FrameworkRun(Frozen, kw_only=False):
     """One run-time root of a framework, as installed here."""
 
     framework: Installed

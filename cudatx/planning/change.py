@@ -12,7 +12,7 @@ import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from cudatx.analysis.commands import conda_command
 from cudatx.analysis.ownership import conda_record_of
@@ -20,7 +20,7 @@ from cudatx.discover.confinement import escaping_metadata
 from cudatx.discover.dists import reinstall_spec
 from cudatx.environment import Environment
 from cudatx.errors import CondaOwned, NotInEnvironment, UnsafePaths
-from cudatx.models import Distribution
+from cudatx.models import Distribution, Frozen
 from cudatx.names import counted
 from cudatx.planning import building
 from cudatx.planning.models import Plan
@@ -42,8 +42,7 @@ def find_uv_default() -> str:
     return find_uv(None)
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(Frozen, kw_only=False):
     """What uv will be asked to do, in this order: uninstall, install, reinstall."""
 
     removing: tuple[Distribution, ...]  # installed distributions uv uninstalls
@@ -86,8 +85,7 @@ def uv_steps(
     return steps
 
 
-@dataclass(frozen=True)
-class Proposal:
+class Proposal(Frozen, kw_only=False):
     plan: Plan
     change: Change
 
@@ -100,8 +98,7 @@ def _with_repairs(env: Environment, plan: Plan, change: Change) -> Proposal:
     return Proposal(plan, Change(change.removing, change.installing, reinstalling, kept))
 
 
-@dataclass(frozen=True)
-class Planning:
+class Planning(Frozen, kw_only=False):
     """How to plan: the verdict's options, and where uv finds the wheels a plan stages."""
 
     options: PlanOptions = field(default_factory=PlanOptions)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from cudatx.analysis.commands import conda_command
 from cudatx.analysis.ownership import Ownership, conda_record_of
 from cudatx.discover.confinement import Withheld, withheld
 from cudatx.environment import Environment
-from cudatx.models import Distribution
+from cudatx.models import Distribution, Frozen
 from cudatx.names import counted
 from cudatx.planning.diff import diff
 from cudatx.planning.models import Plan, Repair, name_version
@@ -29,8 +29,7 @@ Stager = Callable[[tuple[Distribution, ...]], tuple[Distribution, ...]]
 uv would reinstall them, `site` the staging folder; raises UvFailed when one cannot be had."""
 
 
-@dataclass(frozen=True)
-class PlanOptions:
+class PlanOptions(Frozen, kw_only=False):
     repair: bool = False  # also reinstall what the change leaves hollow
     check_requirements: bool = True  # unmet Requires-Dist count in the verdict
     strict: bool = False  # weak evidence (strings in .rodata) counts in the verdict too

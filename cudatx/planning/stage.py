@@ -19,10 +19,10 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from cudatx.discover.dists import scan_distributions
-from cudatx.models import Distribution
+from cudatx.models import Distribution, Frozen
 from cudatx.names import canonical_name
 from cudatx.uv import pip_argv, run_uv
 
@@ -32,16 +32,14 @@ from cudatx.uv import pip_argv, run_uv
 _CHANGE = re.compile(r"^ (?P<sign>[+-]) (?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P<rest>==\S+| @ \S+)")
 
 
-@dataclass(frozen=True)
-class Arrival:
+class Arrival(Frozen, kw_only=False):
     """A distribution uv would install: `spec` pins exactly what its dry run chose."""
 
     name: str  # canonical
     spec: str  # name==version, or name @ url
 
 
-@dataclass(frozen=True)
-class UvPlan:
+class UvPlan(Frozen, kw_only=False):
     leaving: tuple[tuple[str, str], ...]  # (canonical name, version) uv would uninstall
     arriving: tuple[Arrival, ...]
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-from dataclasses import dataclass
 
 from cudatx.discover.frameworks import SiteFiles, data, exists, register, text
 from cudatx.discover.frameworks.model import (
@@ -48,6 +47,7 @@ from cudatx.discover.frameworks.model import (
     contexts_from_json,
 )
 from cudatx.discover.frameworks.source import Eval, Shape, functions, string, strings
+from cudatx.models import Frozen
 
 _LIBS = "cupy_backends/cuda/libs/__init__.py"
 _CUDA = "cupy/cuda/__init__.py"
@@ -138,8 +138,7 @@ class CupyReader:
 _Spec = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 
-@dataclass(frozen=True)
-class Pathfinder:
+class Pathfinder(Frozen, kw_only=False):
     """cuda-pathfinder's tables, as `load_nvidia_dynamic_lib(name)` uses them."""
 
     by_name: dict[str, tuple[HandLoad, ...]]  # what it loads for a name: dependencies first

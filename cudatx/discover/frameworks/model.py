@@ -3,12 +3,12 @@ for the scan cache (cudatx.discover.frameworks)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from cudatx.models import Frozen
 
-@dataclass(frozen=True)
-class HandLoad:
+
+class HandLoad(Frozen, kw_only=False):
     """One library a framework loads by hand before the library that needs it.
 
     `search` says where `folders` are: "package" (under the first sys.path entry holding the
@@ -39,8 +39,7 @@ class HandLoad:
         return self.bare or self.names
 
 
-@dataclass(frozen=True)
-class Open:
+class Open(Frozen, kw_only=False):
     """A library opened by bare name at run time: the name its build opens (one of `build`:
     the first a RECORD here lists, else the first; JAX's CUDA 12 plugins were built against
     cuDNN 8 before 0.4.29, 9 since), then the names tried where that one does not load
@@ -50,8 +49,7 @@ class Open:
     then: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class ModuleStep:
+class ModuleStep(Frozen, kw_only=False):
     """An extension module the framework imports before its root (the first of `modules`
     that is installed, as dotted names: JAX's `_import_extensions` tries
     `jax_cuda12_plugin._versions`, then `jaxlib.cuda._versions`), and the libraries it then
@@ -64,8 +62,7 @@ class ModuleStep:
     why: str = ""  # "JAX's version check"
 
 
-@dataclass(frozen=True)
-class RuntimeRoot:
+class RuntimeRoot(Frozen, kw_only=False):
     """A library a framework loads by path, a load root of its own (`path` relative to the
     site folder): after the libraries it loads by hand (`loads`) and the modules it imports
     first (`modules`); `runtime`: what the root then opens by name itself,
@@ -86,8 +83,7 @@ class RuntimeRoot:
     is_module: bool = False
 
 
-@dataclass(frozen=True)
-class FrameworkContext:
+class FrameworkContext(Frozen, kw_only=False):
     """One process a framework's roots are loaded in: `steps` in order, "torch" (`import
     torch` first) and "preloads" (the framework's own hand loads)."""
 
@@ -97,8 +93,7 @@ class FrameworkContext:
     expected: bool = True  # False: failing there is how the framework works (ORT bare)
 
 
-@dataclass(frozen=True)
-class FrameworkLoads:
+class FrameworkLoads(Frozen, kw_only=False):
     """What one installed framework loads by hand, as its reader read it."""
 
     roots: tuple[RuntimeRoot, ...]
@@ -115,8 +110,7 @@ class FrameworkLoads:
     read: bool = True  # False: the reader could not read this release (origin says why)
 
 
-@dataclass(frozen=True)
-class Installed:
+class Installed(Frozen, kw_only=False):
     """One framework as installed: what a reader's `find` recognised (by its files, never by
     a distribution's name)."""
 
