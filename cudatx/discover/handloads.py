@@ -52,6 +52,16 @@ _LOADERS = ("CDLL", "PyDLL")  # ctypes classes whose constructor dlopens
 _LOAD_METHODS = ("LoadLibrary",)  # ctypes.cdll / ctypes.pydll
 _TORCH_LOADS = ("torch.ops.load_library", "torch.classes.load_library")
 _PREFILTER = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library)\b")
+_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library")  # what _PREFILTER can match
+_LOADER_NAMES = frozenset(word.decode() for word in _WORDS)
+
+
+def _names_a_loader(text: bytes) -> bool:
+    """_PREFILTER.search, with a look for the words first (at C speed: a module that names
+    none, most of them, is passed over without the pattern's scan of every position)."""
+    return any(word in text for word in _WORDS) and _PREFILTER.search(text) is not None
+
+
 _DEPTH = 6
 
 
@@ -718,7 +728,7 @@ def read_hand_loads(
     direct = []
     for name, path in files.items():
         try:
-            if _PREFILTER.search(read(path)):
+            if _names_a_loader(read(path)):
                 direct.append(name)
         except OSError:
             continue
@@ -733,16 +743,34 @@ def read_hand_loads(
         if source is None:
             continue
         for node in ast.walk(source.tree):
-            if isinstance(node, ast.FunctionDef) and _PREFILTER.search(ast.unparse(node).encode()):
+            if isinstance(node, ast.ClassDef):
+                # A special method is called by Python, not by its name: `__init__` runs
+                # where the class is called (numba's driver loads in one; taking the name
+                # had every module with a `super().__init__(` read).
+                if any(
+                    isinstance(item, ast.FunctionDef)
+                    and _is_special(item.name)
+                    and _loads_in(item, read(files[name]))
+                    for item in node.body
+                ):
+                    names.add(node.name)
+            elif (
+                isinstance(node, ast.FunctionDef)
+                and not _is_special(node.name)
+                and _loads_in(node, read(files[name]))
+            ):
                 names.add(node.name)
     callers = set(direct)
     if names:
+        # A call, not a definition of another function of the same name.
         pattern = re.compile(
-            rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in names) + rb")\s*\("
+            rb"(?<!def )\b(?:" + b"|".join(re.escape(n.encode()) for n in names) + rb")\s*\("
         )
+        called = [n.encode() for n in names]
         for name, path in files.items():
             try:
-                if pattern.search(read(path)):
+                text = read(path)
+                if any(n in text for n in called) and pattern.search(text):
                     callers.add(name)
             except OSError:
                 continue
@@ -759,7 +787,7 @@ def read_hand_loads(
             if (
                 isinstance(node, ast.FunctionDef)
                 and id(node) not in reader.reached
-                and _PREFILTER.search(ast.unparse(node).encode())
+                and _loads_in(node, read(files[name]))
             ):
                 local: dict[str, object] = {a.arg: UNKNOWN for a in node.args.args}
                 _guarded(reader, source, node.body, _Frame(source, local, False, False, 1))
@@ -768,6 +796,32 @@ def read_hand_loads(
     at_import = {(ld.path, ld.by) for ld in loads if ld.at_import}
     loads = tuple(ld for ld in loads if ld.at_import or (ld.path, ld.by) not in at_import)
     return PackageLoads(loads, tuple(dict.fromkeys(reader.unread)))
+
+
+def _is_special(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+def _loads_in(node: ast.FunctionDef, text: bytes) -> bool:
+    """Whether the function's code names a loader (_WORDS): a name, an attribute or an
+    import of it. Its own lines are looked at first (most name none); a mention in a
+    docstring or a string is no call: scipy's `quad` shows `ctypes.CDLL` in its docstring,
+    and taking it for a loader had every module that calls `quad` read (3.5 s)."""
+    lines = text.splitlines()[node.lineno - 1 : node.end_lineno]
+    if not _names_a_loader(b"\n".join(lines)):
+        return False
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            named = sub.id
+        elif isinstance(sub, ast.Attribute):
+            named = sub.attr
+        elif isinstance(sub, ast.alias):
+            named = sub.asname or sub.name.rpartition(".")[2]
+        else:
+            continue
+        if named in _LOADER_NAMES:
+            return True
+    return False
 
 
 def _guarded(reader: _Reader, source: _Source, body: list[ast.stmt], frame: _Frame) -> None:

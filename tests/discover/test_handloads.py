@@ -10,6 +10,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
+from cudatx.discover import handloads
 from cudatx.discover.handloads import PackageLoads, read_hand_loads
 from tests.support.paths import DATA
 
@@ -185,3 +188,56 @@ def test_one_of_several_files_of_its_own_is_unread(tmp_path: Path) -> None:
 def test_a_package_that_loads_nothing_costs_no_parse(tmp_path: Path) -> None:
     site = _package(tmp_path, {"pkg/__init__.py": "def f(:\n"})  # not even Python
     assert _read(site) == PackageLoads()
+
+
+def test_a_loader_in_init_is_read_and_a_docstring_or_a_namesake_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loader in `__init__` (numba's CUDA driver) is read; a function that only shows
+    `ctypes.CDLL` in its docstring (scipy's `quad`) loads nothing, nor does a module that
+    calls `super().__init__()` or defines a function of a loader's name. (Where the class
+    is made at import, the load is said where it is written, not made at import: the reader
+    does not follow a class call into `__init__`.)"""
+    site = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from . import driver, user, docs, other\n",
+            "pkg/driver.py": (
+                "import ctypes, os\n"
+                "class Driver:\n"
+                "    def __init__(self):\n"
+                "        here = os.path.dirname(__file__)\n"
+                "        self.lib = ctypes.CDLL(os.path.join(here, 'libdriver.so'))\n"
+            ),
+            "pkg/user.py": "from .driver import Driver\nDRIVER = Driver()\n",
+            "pkg/docs.py": (
+                "def quad(f):\n"
+                "    '''Integrate f; f may be a ctypes.CDLL function.'''\n"
+                "    return f\n"
+            ),
+            "pkg/other.py": (
+                "class Base:\n"
+                "    def __init__(self):\n"
+                "        super().__init__()\n"
+                "def quad(x):\n"
+                "    return x\n"
+                "Base()\n"
+            ),
+        },
+    )
+    parsed: list[str] = []
+    parse = handloads._Source.parse
+
+    def counted(path: str, name: str, text: bytes) -> handloads._Source:
+        parsed.append(Path(path).name)
+        return parse(path, name, text)
+
+    monkeypatch.setattr(handloads._Source, "parse", counted)
+    found = _read(site)
+    assert [(Path(ld.path).relative_to(site), Path(ld.by).name) for ld in found.loads] == [
+        (Path("pkg/libdriver.so"), "driver.py")
+    ]
+    assert found.unread == ()
+    # What is read to tell: the modules that name a loader, and those that call what loads
+    # (Driver); not other.py, whose `super().__init__()` is no call of Driver's __init__.
+    assert sorted(set(parsed)) == ["docs.py", "driver.py", "user.py"]
