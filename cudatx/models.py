@@ -38,6 +38,7 @@ class Frozen:
     _positional: ClassVar[tuple[str, ...]]  # init fields that may be given by position
     _compared: ClassVar[Callable[[Any], object]]
     _shown: ClassVar[tuple[str, ...]]
+    _post: ClassVar[Callable[[Any], None] | None]
 
     def __init_subclass__(cls, *, kw_only: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -50,46 +51,63 @@ class Frozen:
         compared = [f.name for f in every if f.compare]
         cls._compared = operator.attrgetter(*compared) if len(compared) > 1 else _as_tuple(compared)
         cls._shown = tuple(f.name for f in every if f.repr)
+        cls._post = getattr(cls, "__post_init__", None)
 
     def __init__(self, *args: Any, **values: Any) -> None:
         if args:  # `class X(Frozen, kw_only=False)`: its fields in order, then by name
-            positional = self._positional
-            if len(args) > len(positional):
-                raise TypeError(
-                    f"{type(self).__qualname__}.__init__() takes {len(positional) + 1} "
-                    f"positional arguments but {len(args) + 1} were given"
-                )
-            for name in positional[: len(args)]:
-                if name in values:
-                    raise TypeError(
-                        f"{type(self).__qualname__}.__init__() got multiple values for "
-                        f"argument '{name}'"
-                    )
-            values = {**dict(zip(positional, args, strict=False)), **values}
-        for name, default, factory in self._init:
+            values = self._in_order(args, values)
+        if values.keys() != self._names:  # a field left to its default, or a wrong name
+            values = self._completed(values)
+        # Every field at once, at C speed (object.__setattr__ per field took as long as the
+        # rest of a warm plan's decoding): a dataclass's own __init__ sets the same.
+        self.__dict__.update(values)
+        if self._set:
+            for name, default, factory in self._set:
+                if default is not _MISSING or factory is not _MISSING:
+                    value = default if factory is _MISSING else factory()
+                    object.__setattr__(self, name, value)
+        post = type(self)._post
+        if post is not None:
+            post(self)
+
+    @classmethod
+    def _in_order(cls, args: tuple[Any, ...], values: dict[str, Any]) -> dict[str, Any]:
+        positional = cls._positional
+        if len(args) > len(positional):
+            raise TypeError(
+                f"{cls.__qualname__}.__init__() takes {len(positional) + 1} "
+                f"positional arguments but {len(args) + 1} were given"
+            )
+        for name in positional[: len(args)]:
             if name in values:
-                value = values[name]
+                raise TypeError(
+                    f"{cls.__qualname__}.__init__() got multiple values for argument '{name}'"
+                )
+        return {**dict(zip(positional, args, strict=False)), **values}
+
+    @classmethod
+    def _completed(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Every init field's value: given, or its default; a missing or unknown name is a
+        TypeError, as a dataclass's __init__ raises."""
+        out: dict[str, Any] = {}
+        for name, default, factory in cls._init:
+            if name in values:
+                out[name] = values[name]
             elif default is not _MISSING:
-                value = default
+                out[name] = default
             elif factory is not _MISSING:
-                value = factory()
+                out[name] = factory()
             else:
                 raise TypeError(
-                    f"{type(self).__qualname__}.__init__() missing 1 required keyword-only "
+                    f"{cls.__qualname__}.__init__() missing 1 required keyword-only "
                     f"argument: '{name}'"
                 )
-            object.__setattr__(self, name, value)
-        for name, default, factory in self._set:
-            if default is not _MISSING or factory is not _MISSING:
-                object.__setattr__(self, name, default if factory is _MISSING else factory())
-        if len(values) > len(self._init) or not self._names.issuperset(values):
-            extra = next(iter(set(values) - self._names))
+        if not cls._names.issuperset(values):
+            extra = next(iter(set(values) - cls._names))
             raise TypeError(
-                f"{type(self).__qualname__}.__init__() got an unexpected keyword argument '{extra}'"
+                f"{cls.__qualname__}.__init__() got an unexpected keyword argument '{extra}'"
             )
-        post = getattr(self, "__post_init__", None)
-        if post is not None:
-            post()
+        return out
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field '{name}'")

@@ -62,8 +62,9 @@ class _Folder(NamedTuple):
 _LISTING = tuple[_Folder, ...]
 
 
-def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[str]]]:
-    """(folder, names of *.so* files in it) for every folder below `top`, in os.walk's order.
+def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[tuple[str, bool]]]]:
+    """(folder, (name, is a symlink) of each *.so* file in it) for every folder below `top`,
+    in os.walk's order.
 
     A torch environment has 22,000 files in 1,100 folders. A folder's mtime and ctime change
     whenever a name in it is added, removed or renamed, so the cache keeps the listing and a
@@ -84,9 +85,10 @@ def _library_files(top: str, cache: ScanCache | None) -> list[tuple[str, list[st
     return [(f.path, _files(f)) for f in found]
 
 
-def _files(folder: _Folder) -> list[str]:
+def _files(folder: _Folder) -> list[tuple[str, bool]]:
+    """(name, is a symlink) of the folder's *.so* files."""
     return [
-        name
+        (name, link)
         for name, link in folder.entries
         if not link or not os.path.isdir(os.path.join(folder.path, name))
     ]
@@ -147,9 +149,14 @@ def walk(
     suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
     for top in folders:
         for folder, files in _library_files(top, cache):
-            for name in files:
+            real = None
+            for name, link in files:
                 path = os.path.join(folder, name)
-                key = os.path.realpath(path)
+                if link:
+                    key = os.path.realpath(path)
+                else:  # the file itself is no link: its folder's realpath, once per folder
+                    real = real or os.path.realpath(folder)
+                    key = os.path.join(real, name)
                 if key in seen:
                     continue  # reachable from two sys.path entries: the first one imports it
                 seen.add(key)
