@@ -181,11 +181,14 @@ def _hand_loads(
     installed: tuple[Installed, ...],
     target: PythonTarget,
     cache: ScanCache | None,
+    view: FileView | None = None,
 ) -> tuple[tuple[HandLoaded, ...], tuple[tuple[str, Unread], ...]]:
     """What each distribution's Python code loads by path (cudatx.discover.handloads),
     and the loads it makes that cudatx cannot read (with the distribution's name). Read
     for distributions that ship both Python files and a shared library; not for those
-    whose loads a reader of their own models (torch's preloads, the frameworks)."""
+    whose loads a reader of their own models (torch's preloads, the frameworks). `view`:
+    the files as a change would leave them, for the distributions it installs (their code
+    read from its staged bytes, nothing of it kept in the cache)."""
     own = {ll.distribution for ll in load_catalog().load_lists} | {
         f.distribution for f in installed
     }
@@ -209,7 +212,11 @@ def _hand_loads(
         py = [p for p in rows if p.endswith(".py") and not p.startswith(("../", "/"))]
         if not py or not any(is_library_name(os.path.basename(p)) for p in rows):
             return PackageLoads()
-        return read_hand_loads(dist.site, py, version, resolve)
+        if view is None:
+            return read_hand_loads(dist.site, py, version, resolve)
+        return read_hand_loads(
+            dist.site, py, version, resolve, view.real, lambda p: sorted(view.glob(p))
+        )
 
     loads: list[HandLoaded] = []
     unread: list[tuple[str, Unread]] = []
@@ -226,6 +233,25 @@ def _hand_loads(
         loads += found.loads
         unread += [(dist.name, u) for u in found.unread]
     return tuple(loads), tuple(unread)
+
+
+def arriving_hand_loads(
+    env: Environment, arriving: tuple[Distribution, ...], view: FileView
+) -> Environment:
+    """`env` (the environment after a change, on `view`) with what the distributions the
+    change installs load by path read from their staged code, in place of what the code
+    they replace loaded: a replay then makes those loads, as `import` of them would."""
+    target = env.target
+    installed = _installed_frameworks(_framework_sites(target), env.owners, env.keys, view)
+    hand, unread = _hand_loads(arriving, installed, target, None, view)
+    names = {d.name for d in arriving}
+    written = {env.keys(os.path.join(d.site, e.path)) for d in arriving for e in d.records}
+    kept = tuple(h for h in env.hand_loads if env.keys(h.by) not in written)
+    return dataclasses.replace(
+        env,
+        hand_loads=(*kept, *(h for h in hand if view.probe(h.path).seen is Seen.ELF)),
+        hand_unread=(*(u for u in env.hand_unread if u[0] not in names), *unread),
+    )
 
 
 def _framework_sites(target: PythonTarget) -> tuple[str, ...]:

@@ -227,11 +227,13 @@ class _Package:
         read: Callable[[str], bytes],
         version: tuple[int, int],
         resolve: Callable[[str], str | None],
+        globbed: Callable[[str], list[str]],
     ) -> None:
         self.files = files  # dotted module name -> path
         self.read = read
         self.version = version
         self.resolve = resolve  # dotted name -> a package folder anywhere on sys.path
+        self.globbed = globbed  # the files a pattern matches, sorted
         self._parsed: dict[str, _Source | None] = {}
 
     def module(self, name: str) -> _Source | None:
@@ -588,7 +590,7 @@ class _Reader:
         if name == "platform.system":
             return "Linux"
         if name in ("glob.glob", "glob.iglob") and len(args) == 1 and texts[0] is not None:
-            return tuple(_globbed(texts[0]))
+            return tuple(self.package.globbed(texts[0]))
         if name.endswith("resources.files") and len(args) == 1 and isinstance(args[0], str):
             folder = self.package.folder_of(args[0])
             return _Path(folder) if folder else UNKNOWN
@@ -673,7 +675,7 @@ class _Reader:
         complete = True
         for option in options:
             if isinstance(option, _Pattern):
-                files += _globbed(option.glob)
+                files += self.package.globbed(option.glob)
                 own = True
             elif _text(option) is not None:
                 text = _text(option) or ""
@@ -713,10 +715,13 @@ def read_hand_loads(
     version: tuple[int, int],
     resolve: Callable[[str], str | None],
     real: Callable[[str], str] = str,
+    globbed: Callable[[str], list[str]] | None = None,
 ) -> PackageLoads:
     """What the modules of one distribution (`py_files`, relative to `site`) load by path.
     `resolve` finds a package folder on sys.path by its dotted name (for
-    importlib.resources of another distribution's package)."""
+    importlib.resources of another distribution's package). `real` and `globbed` answer
+    for the files as a change would leave them (a planned install's staged bytes, and the
+    files a pattern would match then); by default, the files as they are."""
     files = {_dotted(rel): os.path.join(site, rel) for rel in py_files}
     texts: dict[str, bytes] = {}
 
@@ -734,7 +739,7 @@ def read_hand_loads(
             continue
     if not direct:
         return PackageLoads()
-    package = _Package(files, read, version, resolve)
+    package = _Package(files, read, version, resolve, globbed or _globbed)
     reader = _Reader(package)
     # The functions that load: their names, to find the modules that call them.
     names = set()

@@ -18,7 +18,7 @@ from cudatx.environment import Environment, Owners
 from cudatx.loader.fileview import OverlayView
 from cudatx.models import Distribution, RecordEntry
 from cudatx.planning.stage import relocate
-from cudatx.scan import load_roots
+from cudatx.scan import arriving_hand_loads, load_roots
 
 
 def kept_entries(env: Environment, removing: Iterable[Distribution]) -> dict[str, frozenset[str]]:
@@ -118,8 +118,8 @@ def simulate(
     landing = arrivals(env, arriving)
     gone -= landing.keys()
     names = {d.name for d in removed} - {d.name for d in restored}
-    remaining = tuple(d for d in env.distributions if d.name not in names)
-    remaining += tuple(relocate(d, site) for d in arriving)
+    installed = tuple(relocate(d, site) for d in arriving)
+    remaining = (*(d for d in env.distributions if d.name not in names), *installed)
     roots = [r for r in env.roots if env.keys(r) not in gone]
     known = {env.keys(r) for r in roots}
     roots += [
@@ -138,6 +138,8 @@ def simulate(
     view = OverlayView(env.view, frozenset(gone), env.keys, landing)
     if not arriving and _replay_unchanged(env, view, names):
         return dataclasses.replace(after, view=view)
+    if arriving:
+        after = arriving_hand_loads(after, installed, view)
     return load_roots(after, view)
 
 

@@ -119,3 +119,56 @@ def test_removing_what_the_hand_loaded_library_needs_breaks_the_import(world: Wo
     assert f"_ext{ext_suffix()}" in broken and "libhand.so" in broken
     uv_uninstall(world.venv, ["dep-lib"])
     assert not _imports(world)  # the real interpreter agrees
+
+
+def _arrival(root: Path, *, with_dep: bool) -> tuple[Path, Path]:
+    """A venv with `dep-lib` (or without it), and the folder of the wheels: `handpkg` 1.0
+    is not installed yet, and requires nothing (so that a plan installs it alone)."""
+    build = root / "build"
+    dep = compile_lib(build / "libdep.so.1", soname="libdep.so.1")
+    hand = compile_lib(
+        build / "libhand.so", soname="libhand.so", needed=[dep], runpath="$ORIGIN/../../deplib"
+    )
+    ext = compile_extension(build, "_ext", needed=[hand])
+    folder = root / "wheels"
+    dep_wheel = build_wheel(
+        folder, "dep-lib", "1.0", {"deplib/libdep.so.1": dep}, tag="py3-none-linux_x86_64"
+    )
+    build_wheel(
+        folder,
+        "handpkg",
+        "1.0",
+        {
+            "handpkg/__init__.py": INIT,
+            "handpkg/_util.py": UTIL,
+            "handpkg/lib/libhand.so": hand,
+            f"handpkg/_ext{ext_suffix()}": ext,
+        },
+        tag="py3-none-linux_x86_64",
+    )
+    venv = make_venv(root / "venv")
+    if with_dep:
+        uv_install(venv, [dep_wheel])
+    return venv, folder
+
+
+@pytest.mark.parametrize("with_dep", [True, False], ids=["its-need-met", "its-need-unmet"])
+def test_a_plan_reads_what_an_arriving_package_loads_by_hand(
+    tmp_path: Path, with_dep: bool
+) -> None:
+    """An install plan reads the arriving package's own code (from the staged wheel) as a
+    scan reads an installed one's: with libdep.so.1 there, `import handpkg` works and the
+    plan is safe (read as a plain import, `_ext` would miss libhand.so: a false alarm);
+    without it, the plan names libhand.so's need, and the real import fails alike."""
+    venv, folder = _arrival(tmp_path, with_dep=with_dep)
+    links = ("--offline", "--find-links", str(folder))
+    done = cudatx("install", "handpkg", "--dry-run", "--python", venv, "--json", *links)
+    plan = json.loads(done.stdout)
+    broken = {Path(r["root"]).name for r in plan["broken_roots"]}
+    if with_dep:
+        assert done.returncode == 0 and plan["safe"], plan["broken_roots"]
+    else:
+        assert done.returncode == 1 and not plan["safe"]
+        assert "libhand.so" in broken, plan["broken_roots"]
+    uv_install(venv, [next(folder.glob("handpkg-*.whl"))])
+    assert _imports(World(venv, site_packages(venv))) is with_dep  # the real interpreter
