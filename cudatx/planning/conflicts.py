@@ -121,28 +121,31 @@ def find_conflicts(
 ) -> tuple[tuple[Conflict, ...], tuple[Unhashed, ...]]:
     """Every pair of distributions that install a path with different bytes. `majors`: the
     CUDA major of a distribution where its name says it (for the fix's wording)."""
-    listed: dict[str, list[tuple[str, str | None]]] = {}
+    # path -> distribution -> the digests its RECORD gives the path (None: no hash). One pass
+    # over the rows, each distribution once per path: a RECORD that lists one path 60,000
+    # times (an index's, issue 31) costs 60,000 dict updates, not 60,000 squared pairs.
+    listed: dict[str, dict[str, set[str | None]]] = {}
     for record in records:
+        name = record.wheel.name
         for entry in record.entries:
             digest = f"{entry.hash_algorithm}={entry.hash_digest}" if entry.hash_digest else None
-            listed.setdefault(entry.path, []).append((record.wheel.name, digest))
+            listed.setdefault(entry.path, {}).setdefault(name, set()).add(digest)
     differ: dict[tuple[str, str], list[str]] = {}
     same: dict[tuple[str, str], int] = {}
     unknown: dict[tuple[str, str], list[str]] = {}
     for path, owners in listed.items():
         if len(owners) < 2:
-            continue
-        for i, (a, hash_a) in enumerate(owners):
-            for b, hash_b in owners[i + 1 :]:
-                if a == b:
-                    continue  # one RECORD listing a path twice: not two distributions
-                pair = (a, b) if a < b else (b, a)
-                if hash_a is None or hash_b is None:
-                    unknown.setdefault(pair, []).append(layout.display(path))
-                elif hash_a == hash_b:
-                    same[pair] = same.get(pair, 0) + 1
+            continue  # one distribution, however often its RECORD lists the path
+        names = sorted(owners)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                hashes_a, hashes_b = owners[a], owners[b]
+                if None in hashes_a or None in hashes_b:
+                    unknown.setdefault((a, b), []).append(layout.display(path))
+                elif hashes_a == hashes_b and len(hashes_a) == 1:
+                    same[(a, b)] = same.get((a, b), 0) + 1
                 else:
-                    differ.setdefault(pair, []).append(layout.display(path))
+                    differ.setdefault((a, b), []).append(layout.display(path))
     conflicts = []
     for (a, b), paths in sorted(differ.items()):
         first, second = blamer.brought(a), blamer.brought(b)
