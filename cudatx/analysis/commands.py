@@ -34,7 +34,16 @@ def cudatx_line(
 
 def cudatx_command(env: Environment, *words: str) -> str:
     """A cudatx command for this environment that runs as printed, off a terminal too."""
-    return cudatx_line(env, words, yes=True)
+    return cudatx_line(env, words, yes=True, uv=_breaking(env))
+
+
+def _breaking(env: Environment) -> list[str]:
+    """`--break-system-packages` where the target is a Python its distributor manages (PEP
+    668): cudatx, uv and pip (23.0 on) refuse a change there without it, and a fix doctor
+    prints must run as printed (cudatx.discover.target.externally_managed)."""
+    from cudatx.discover.target import externally_managed
+
+    return ["--break-system-packages"] if externally_managed(env.target) else []
 
 
 def conda_command(env: Environment, verb: str, *records: Distribution, exact: bool = False) -> str:
@@ -91,10 +100,12 @@ def reinstall_commands(env: Environment, dists: Sequence[Distribution]) -> list[
         words = [uv_word(), "pip", "install", "--python", prefix]
         for dist in by_uv:
             words += ["--reinstall-package", dist.name]
-        out.append(shlex.join([*words, "--no-deps", *map(reinstall_spec, by_uv)]))
+        words += ["--no-deps", *_breaking(env)]
+        out.append(shlex.join([*words, *map(reinstall_spec, by_uv)]))
     if by_pip:
         python = os.path.join(prefix, "bin", "python")
         words = [python, "-m", "pip", "install", "--force-reinstall", "--no-deps"]
+        words += _breaking(env)
         out.append(shlex.join([*words, *map(reinstall_spec, by_pip)]))
     if conda:
         out.append(conda_command(env, "install", *conda.values(), exact=True))

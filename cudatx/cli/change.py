@@ -103,7 +103,8 @@ def _carry_out(
     if request.as_json:
         click.echo(render.to_json(plan))
     else:
-        command = cudatx_line(env, words, uv=source.options.args())
+        breaking = ["--break-system-packages"] if request.break_system_packages else []
+        command = cudatx_line(env, words, uv=[*breaking, *source.options.args()])
         out.report(render.to_text(plan, command, env.target.site_packages), paint=colour.plan)
     if request.dry_run:
         return 0 if plan.safe else ExitCode.FINDINGS
@@ -126,6 +127,7 @@ def _carry_out(
         strict_running=request.strict_running,
         force=request.force,
         allow_other_writers=target.allow_other_writers,
+        break_system_packages=request.break_system_packages,
         command=invocation().command_line,
         warn=out.warn,
         progress=steps,
@@ -152,6 +154,22 @@ def _carry_out(
         text = text.splitlines()[-1] + "\n"  # the transaction and its undo, as a verdict
     out.echo(text, err=True, nl=False, paint=colour.summary)
     return 0
+
+
+def _refuse_externally_managed(target: Target, request: ChangeRequest) -> None:
+    """A Python its distributor manages (PEP 668) is refused, by a dry run too, as uv refuses
+    it, before the scan and before anything is written under its prefix; with
+    --break-system-packages, uv is told so too. The flag goes to uv as the variable uv reads
+    it from (UV_BREAK_SYSTEM_PACKAGES): each uv cudatx runs for the change (the staging, the
+    apply, the trial's, a repair's) inherits it, and a uv command without the flag (`uv pip
+    compile` refuses it as an argument) ignores it. (To be a field of cudatx.uv.UvOptions.)"""
+    import os
+
+    from cudatx.discover.target import refuse_externally_managed
+
+    if request.break_system_packages:
+        os.environ["UV_BREAK_SYSTEM_PACKAGES"] = "1"
+    refuse_externally_managed(target.asked().result(), allowed=request.break_system_packages)
 
 
 def _refuse_if_interrupted(env: Environment, request: ChangeRequest) -> None:
@@ -196,6 +214,7 @@ def remove(
     from cudatx.planning.change import propose_removal
 
     target.require_environment()
+    _refuse_externally_managed(target, request)
     # A dry run only reads, unless its repairs stage wheels: uv runs the interpreter.
     changes = not request.dry_run or request.repair
     with scanned(target, changes=changes) as env:
@@ -219,6 +238,7 @@ def _propose_and_carry_out(
     from cudatx.planning.change import propose
 
     target.require_environment()
+    _refuse_externally_managed(target, request)
     # Even a dry run: uv runs the environment's interpreter to resolve.
     with scanned(target, changes=True) as env:
         _refuse_if_interrupted(env, request)

@@ -281,6 +281,8 @@ class ChangeRequest(NamedTuple):
     check_requirements: bool
     strict: bool
     as_json: bool
+    # change a Python its distributor manages (PEP 668's EXTERNALLY-MANAGED), as uv's flag
+    break_system_packages: bool = False
 
 
 class TrialRequest(NamedTuple):
@@ -404,6 +406,7 @@ def change_options(command: F) -> F:
         no_requirements_check: bool,
         strict: bool,
         as_json: bool,
+        break_system_packages: bool,
         **kwargs: Any,
     ) -> Any:
         request = ChangeRequest(
@@ -417,6 +420,7 @@ def change_options(command: F) -> F:
             check_requirements=not no_requirements_check,
             strict=strict,
             as_json=as_json,
+            break_system_packages=break_system_packages,
         )
         return run(*args, request=request, **kwargs)
 
@@ -455,6 +459,13 @@ def change_options(command: F) -> F:
                 "--no-requirements-check",
                 is_flag=True,
                 help="Leave unmet Requires-Dist out of the verdict.",
+            ),
+            click.option(
+                "--break-system-packages",
+                is_flag=True,
+                help="Change a Python its distributor manages (an EXTERNALLY-MANAGED marker, "
+                "PEP 668), as uv's flag of that name does (passed to uv) [default: refused, "
+                "with the marker's message, as uv and pip refuse].",
             ),
             strict_option,
             json_option("the plan"),

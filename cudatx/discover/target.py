@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudatx.errors import EnvironmentNotFound, NoVirtualEnvironment, one_line
-from cudatx.reading import MAX_ANSWER, open_regular
+from cudatx.errors import CudatxError, EnvironmentNotFound, ExitCode, NoVirtualEnvironment, one_line
+from cudatx.reading import MAX_ANSWER, MIB, open_regular, read_bounded
 from cudatx.trust import interpreter_paths, other_writers, owner_to_run_as
 
 if TYPE_CHECKING:
@@ -174,6 +174,87 @@ def site_path(interpreter: Interpreter) -> PythonTarget:
         markers=interpreter.markers,
         pth_imports=tuple(imports),
         found_by=interpreter.found_by,
+    )
+
+
+# -- Externally managed (PEP 668) ----------------------------------------------------------
+#
+# A distributor marks the Python it manages with an `EXTERNALLY-MANAGED` file in its standard
+# library folder (Debian's /usr/lib/python3.X): installers refuse to change what that Python
+# imports, and say the marker's own message. cudatx changes an environment only through uv,
+# so it refuses where uv would, and as uv decides it (crates/uv-python, interpreter.rs
+# `is_externally_managed`): never for a virtual environment (sys.prefix != sys.base_prefix,
+# PEP 668: "a virtual environment is never externally managed"); otherwise the marker's
+# `[externally-managed]` section's `Error` key, read as configparser reads it (pip reads it so,
+# src/pip/_internal/exceptions.py ExternallyManagedEnvironment); a marker that cannot be read
+# as such, or holds no message, still marks the Python as managed, with a message of
+# cudatx's own. `--break-system-packages` (uv's flag, or UV_BREAK_SYSTEM_PACKAGES, as uv reads
+# it) lets the change through, where uv lets it through.
+
+MARKER = "EXTERNALLY-MANAGED"
+_MAX_MARKER = MIB  # Debian's is 700 bytes: a marker is a message, not a document
+
+
+class ExternallyManaged(CudatxError):
+    """The target Python is externally managed (PEP 668): a change of it is refused, as uv
+    refuses it, unless --break-system-packages. (Exit 13, uv's refusal: to become its own
+    code in cudatx.errors.)"""
+
+    exit_code = ExitCode.UV
+
+
+def _marker_message(path: str) -> str:
+    """The `Error` of the marker at `path`, as one line; a message of cudatx's own where the
+    marker has none (uv and pip still refuse then)."""
+    import configparser
+
+    try:
+        text = read_bounded(path, _MAX_MARKER).decode("utf-8")
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string(text, source=path)
+        message = parser.get("externally-managed", "Error", fallback="")
+    except (OSError, UnicodeDecodeError, configparser.Error):
+        message = ""
+    message = " ".join(message.split())  # its lines and paragraphs, as one line
+    return message or "its distributor manages what it imports"
+
+
+def externally_managed(target: PythonTarget) -> tuple[str, str] | None:
+    """(the marker's path, its message as one line) where the target is an externally
+    managed Python, as uv decides it (see MARKER); None otherwise."""
+    if os.path.realpath(target.prefix) != os.path.realpath(target.base_prefix):
+        return None  # a virtual environment: never externally managed
+    for folder in target.stdlib:
+        path = os.path.join(folder, MARKER)
+        if os.path.lexists(path):
+            return path, _marker_message(path)
+    return None
+
+
+# clap's BoolishValueParser, which uv reads UV_BREAK_SYSTEM_PACKAGES with: anything else is an
+# error of uv's own ("value was not a boolean"), so it breaks nothing.
+_TRUE = frozenset({"y", "yes", "t", "true", "on", "1"})
+
+
+def breaks_system_packages(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether uv would take UV_BREAK_SYSTEM_PACKAGES in `environ` as --break-system-packages."""
+    value = (os.environ if environ is None else environ).get("UV_BREAK_SYSTEM_PACKAGES", "")
+    return value.strip().lower() in _TRUE
+
+
+def refuse_externally_managed(target: PythonTarget, *, allowed: bool) -> None:
+    """Raise ExternallyManaged where the target is externally managed and neither
+    `allowed` (--break-system-packages) nor UV_BREAK_SYSTEM_PACKAGES lets a change through;
+    before anything is written under its prefix (no store, no lock)."""
+    found = externally_managed(target)
+    if found is None or allowed or breaks_system_packages():
+        return
+    path, message = found
+    raise ExternallyManaged(
+        f"the interpreter at {target.prefix} is externally managed ({path}, PEP 668), and "
+        f"indicates the following: {one_line(message)} (uv refuses to change it too; "
+        "--break-system-packages changes it anyway)",
+        path=path,
     )
 
 

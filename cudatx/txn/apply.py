@@ -20,6 +20,7 @@ from typing import NoReturn
 from cudatx.digest import file_state
 from cudatx.discover.conda import conda_meta
 from cudatx.discover.dists import installed_state, reinstall_spec
+from cudatx.discover.target import refuse_externally_managed
 from cudatx.documents import dump
 from cudatx.environment import Environment
 from cudatx.errors import (
@@ -87,6 +88,7 @@ class ApplyOptions:
     strict_running: bool = False  # a process whose maps cannot be read blocks too
     force: bool = False  # apply even an unsafe plan
     allow_other_writers: bool = False  # change it though another user can write it (trust)
+    break_system_packages: bool = False  # change a Python its distributor manages (PEP 668)
     command: str = ""  # the cudatx command line, for the journal
     warn: Callable[[str], None] = field(default=lambda message: None)  # said, not refused
     progress: Callable[[Phase], None] = _noop  # each phase as it starts and ends
@@ -177,6 +179,9 @@ def apply_change(
     plan, change = proposal.plan, proposal.change
     clock = _Clock(options.progress)
     refuse_unsafe(plan, force=options.force)
+    # Before the store is made: a Python its distributor manages gets no `.cudatx/` folder
+    # from a change uv would refuse (the CLI refused it already; a library caller too).
+    refuse_externally_managed(env.target, allowed=options.break_system_packages)
     store = Store(env.target.prefix)
     uv = find_uv(options.uv)
     with store.lock() as lock:
