@@ -6,6 +6,7 @@ cudatx prints or exits. The codes are documented in README.md ("Exit codes").
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -183,19 +184,60 @@ class ElfReadError(UnreadableFile):
         self.passing = passing
 
 
-# Every character str.splitlines() breaks a line at, as terminals and log readers do: a file
-# name, a JSON key or an argument cudatx quotes may hold any of them.
-_LINE_BREAKS = str.maketrans(
-    {"\n": "\\n", "\r": "\\r"}
-    | {c: f"\\x{ord(c):02x}" for c in "\v\f\x1c\x1d\x1e\x85"}
-    | {c: f"\\u{ord(c):04x}" for c in "\u2028\u2029"}
+# What cudatx shows escaped of a string that came from outside it (a RECORD path, METADATA,
+# a wheel's name, an index's or uv's message, a requirements line, a file name on disk): each
+# C0 control and DEL (a terminal acts on ESC, BEL, BS, CR; a line break forges a line), each
+# C1 control (U+0080-U+009F: U+009B is an 8-bit CSI, U+0085 a line break), the bidi embeddings,
+# overrides and isolates (they reorder what a reader sees: Trojan Source, CVE-2021-42574), the
+# line and paragraph separators, and lone surrogates (a file name's undecodable byte, which a
+# surrogateescape stream would write back raw: 0x9b, the CSI again). Shown as Python writes
+# them, `\n`, `\x1b`, `\u202e`, so a reader sees what the bytes were. The backslash is kept as
+# it is: an ordinary value reads as it did, and escaping twice changes nothing.
+_ESCAPED = (
+    [chr(c) for c in range(0x20)]
+    + ["\x7f"]
+    + [chr(c) for c in range(0x80, 0xA0)]
+    + [chr(c) for c in range(0x202A, 0x202F)]
+    + [chr(c) for c in range(0x2066, 0x206A)]
+    + ["\u2028", "\u2029"]
 )
+_LAYOUT = "\n\t"  # what cudatx's own text means by a line break and a tab
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    return _NAMED.get(c) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def _class(chars: list[str]) -> re.Pattern[str]:
+    listed = "".join(f"\\u{ord(c):04x}" for c in chars)
+    return re.compile(f"[{listed}\\ud800-\\udfff]")
+
+
+# Regular expressions rather than str.translate: a report is long and almost never holds one
+# of these, and a search that finds nothing costs a fraction of a translation.
+_ANY = _class(_ESCAPED)
+_BUT_LAYOUT = _class([c for c in _ESCAPED if c not in _LAYOUT])
+
+
+def _shown(match: re.Match[str]) -> str:
+    return _escape(match.group())
 
 
 def one_line(text: str) -> str:
-    """`text` as one line: each line break in it is shown escaped, so no second line can
-    pass for cudatx's own."""
-    return text.translate(_LINE_BREAKS)
+    """`text`, a value from outside cudatx, as one line of data: every control character in
+    it shown escaped, line breaks and tabs too (see _ESCAPED), so it can neither act on the
+    terminal nor make a line that passes for cudatx's own."""
+    return _ANY.sub(_shown, text)
+
+
+def printable(text: str) -> str:
+    """`text`, a whole message or report cudatx laid out, with every control character
+    escaped but its own line breaks and tabs: the printer's net (cudatx.cli.output), for a
+    value a renderer did not escape. Run before colour is painted: cudatx's own ANSI styles
+    come after it."""
+    return _BUT_LAYOUT.sub(_shown, text)
 
 
 def first_invalid(exc: ValidationError, whole: str) -> str:
@@ -204,3 +246,15 @@ def first_invalid(exc: ValidationError, whole: str) -> str:
     first = exc.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or whole
     return one_line(f"{where}: {first['msg']}")
+
+
+# What JSON may hold raw but a terminal acts on: DEL, the C1 controls, the bidi controls and
+# the separators (json escapes C0 itself; pydantic writes the rest as they are). Escaped as
+# JSON does, `\u009b`, which reads back as the same string.
+_JSON_RAW = re.compile("[" + "".join(f"\\u{ord(c):04x}" for c in _ESCAPED[0x20:]) + "]")
+
+
+def json_text(document: str) -> str:
+    """A JSON document with every character that would act on a terminal written as a JSON
+    escape: outside its strings a document holds none, so the escapes land in strings only."""
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", document)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shlex
 
+from cudatx.errors import one_line
 from cudatx.names import counted
+from cudatx.render import as_text
 from cudatx.txn.apply import Applied, Phase
 from cudatx.txn.journal import Package
 
@@ -37,7 +39,7 @@ def duration(seconds: float) -> str:
 def step(phase: Phase) -> str:
     """The line for a phase: `cudatx: Uninstalling 2 packages...` as it starts, the same
     with its time once it is done (or `failed after` its time)."""
-    text = f"{_VERBS.get(phase.name, phase.name)} {phase.detail}".strip()
+    text = one_line(f"{_VERBS.get(phase.name, phase.name)} {phase.detail}".strip())
     if not phase.done:
         return f"cudatx: {text}..."
     if phase.failed:
@@ -75,4 +77,4 @@ def summary(applied: Applied, prefix: str) -> str:
     lines.append(f"Verified in {duration(seconds.get('verify', 0.0))}; {duration(total)} in all")
     undo = shlex.join(["cudatx", "rollback", applied.id, "--python", prefix])
     lines.append(f"Applied as transaction {applied.id}; undo it with: {undo}")
-    return "\n".join(lines) + "\n"
+    return as_text(lines)

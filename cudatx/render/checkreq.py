@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 from cudatx.documents import dump
+from cudatx.errors import one_line
 from cudatx.names import counted
 from cudatx.planning.checkreq import Check, FileCheck
 from cudatx.planning.conflicts import Brought, Conflict, culprits
+from cudatx.render import as_text
 from cudatx.render import plan as render_plan
 
 
@@ -78,7 +80,7 @@ def to_text(checks: list[FileCheck], sites: tuple[str, ...]) -> str:
         for conflict in check.conflicts:
             lines += _conflict(conflict, check.path)
         lines += [f"  fix: {f}" for f in check.fix]
-    return "\n".join(lines) + ("\n" if lines else "")
+    return as_text(lines)
 
 
 def summary(check: FileCheck) -> str:
@@ -92,4 +94,4 @@ def summary(check: FileCheck) -> str:
     )
     count = len(check.wheels)
     head = f"{check.path}: {counted(count, 'wheel')} for Python {check.python}"
-    return head + (f" ({said}; {moved / 1e6:.1f} MB transferred)" if check.wheels else "")
+    return one_line(head + (f" ({said}; {moved / 1e6:.1f} MB transferred)" if check.wheels else ""))

@@ -6,13 +6,15 @@ from __future__ import annotations
 from cudatx.analysis.doctor import DoctorReport, DoctorTrial
 from cudatx.analysis.problems import Problem, Severity
 from cudatx.documents import dump_json
+from cudatx.errors import json_text
 from cudatx.names import counted
+from cudatx.render import as_text
 
 _CONSEQUENCES = 6  # lines under one finding; --json lists them all
 
 
 def to_json(report: DoctorReport) -> str:
-    return dump_json(report, indent=2)
+    return json_text(dump_json(report, indent=2))
 
 
 def _problem(problem: Problem) -> list[str]:
@@ -57,7 +59,7 @@ def to_text(report: DoctorReport) -> str:
         else (f"{counted(report.errors, 'error')}, {counted(report.warnings, 'warning')}")
     )
     lines.append(counts)
-    return "\n".join(lines) + "\n"
+    return as_text(lines)
 
 
 def _trial(trial: DoctorTrial) -> list[str]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import networkx as nx
 
+from cudatx.errors import one_line
+
 SCHEMA_VERSION = 1
 FORMATS = ("text", "json", "dot", "graphml", "mermaid")
 EFFECTIVE = "owns (bytes on disk)"
@@ -262,7 +264,8 @@ def to_text(graph: nx.MultiDiGraph) -> str:
             file_lines(node, "  ")
     if any(data.get("effective") for _, _, data in edges):
         lines.append("* whose bytes are on disk, of a file several RECORDs list")
-    return "\n".join(lines) + "\n"
+    # Each line escaped as one (cudatx.render.as_text): names and paths are data.
+    return "\n".join(map(one_line, lines)) + "\n"
 
 
 _RENDERERS: dict[str, Callable[[nx.MultiDiGraph], str]] = {

@@ -9,6 +9,7 @@ from typing import Any
 
 from cudatx.documents import dump
 from cudatx.names import counted
+from cudatx.render import as_text
 from cudatx.txn.journal import Journal, Package, State
 
 SCHEMA_VERSION = 1
@@ -16,12 +17,12 @@ SCHEMA_VERSION = 1
 
 def to_text(journals: list[Journal], prefix: str | None = None) -> str:
     if not journals:
-        return f"No transactions recorded for {prefix or 'this environment'}.\n"
+        return as_text([f"No transactions recorded for {prefix or 'this environment'}."])
     lines = [
         f"{j.id}  {j.created}  {j.state.value:<12}  {counted(j.changes, 'change')}  {j.command}"
         for j in journals
     ]
-    return "".join(line + "\n" for line in lines)
+    return as_text(lines)
 
 
 def _summary(journal: Journal) -> dict[str, Any]:
@@ -89,7 +90,7 @@ def show(journal: Journal) -> str:
         undo = shlex.join(["cudatx", "rollback", journal.id, "--python", journal.prefix])
         lines.append(f"Undo with: {undo}")
     lines.append("(--json prints the whole journal, the plan included)")
-    return "\n".join(lines) + "\n"
+    return as_text(lines)
 
 
 def would_roll_back(journal: Journal) -> str:
@@ -97,7 +98,7 @@ def would_roll_back(journal: Journal) -> str:
     packages it puts back (+ what the transaction removed, - what it installed, ~ what it
     reinstalled, back to the bytes before it)."""
     if journal.state is State.ROLLED_BACK:
-        return f"Transaction {journal.id} is already rolled back: nothing to restore.\n"
+        return as_text([f"Transaction {journal.id} is already rolled back: nothing to restore."])
     lines = [
         f"Would roll back transaction {journal.id} ({journal.state.value}, "
         f"{journal.created}): {journal.command}",
@@ -105,4 +106,4 @@ def would_roll_back(journal: Journal) -> str:
         *_packages("Would remove", "-", journal.install),
         *_packages("Would put back the earlier bytes of", "~", journal.reinstall),
     ]
-    return "".join(line + "\n" for line in lines)
+    return as_text(lines)

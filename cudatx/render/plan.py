@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections import defaultdict
 
 from cudatx.documents import dump_json
+from cudatx.errors import json_text
 from cudatx.names import counted
 from cudatx.paths import display_path as shown
 from cudatx.planning.models import Broken, NameVersion, Plan, Rebound, TraceRun, Trial
+from cudatx.render import as_text
 
 _SHOWN_NAMES = 4  # a group of rebinds names this many sonames, then counts the rest
 
 
 def to_json(plan: Plan) -> str:
-    return dump_json(plan, indent=2)
+    return json_text(dump_json(plan, indent=2))
 
 
 def verdict(plan: Plan) -> str:
@@ -247,7 +249,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             f"Suggested: {command} --dry-run --repair  "
             f"(reinstalls {names} after the removal; {check})"
         )
-    return "\n".join(lines) + "\n"
+    return as_text(lines)
 
 
 def trial_lines(trial: Trial) -> list[str]:

@@ -7,6 +7,8 @@ from typing import Any
 
 from cudatx.discover.traces import Trace
 from cudatx.documents import dump
+from cudatx.errors import one_line
+from cudatx.render import as_text
 
 SCHEMA_VERSION = 1
 
@@ -15,7 +17,7 @@ def recorded(trace: Trace) -> str:
     """The line said on stderr once the command has run and its record is written."""
     record = trace.record
     processes = len(record.processes)
-    return (
+    return one_line(
         f"Traced `{record.command_line}` (exit {record.exit_code}): {record.mapped()} objects "
         f"mapped by {processes} process{'es' * (processes != 1)} of the environment, "
         f"{len(record.files)} of them its files; recorded as trace {record.id} "
@@ -29,7 +31,7 @@ def _state(trace: Trace) -> str:
 
 def to_text(traces: tuple[Trace, ...], prefix: str) -> str:
     if not traces:
-        return f"No traced runs recorded for {prefix}.\n"
+        return as_text([f"No traced runs recorded for {prefix}."])
     lines = []
     for t in traces:
         r = t.record
@@ -39,7 +41,7 @@ def to_text(traces: tuple[Trace, ...], prefix: str) -> str:
         )
         if t.stale is not None:
             lines.append(f"  stale: {t.stale}; not counted")
-    return "".join(line + "\n" for line in lines)
+    return as_text(lines)
 
 
 def summary(trace: Trace) -> dict[str, Any]:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from cudatx.analysis.why import Owner, Route, WhyReport
 from cudatx.documents import dump_json
+from cudatx.errors import json_text
 from cudatx.models import Attempt, Evidence, How, Outcome, Status
 from cudatx.names import counted
 from cudatx.paths import display_path
+from cudatx.render import as_text
 
 _MAX_NEEDERS = 8  # the JSON lists them all
 
 
 def to_json(report: WhyReport) -> str:
-    return dump_json(report, indent=2)
+    return json_text(dump_json(report, indent=2))
 
 
 class _Paths:
@@ -172,4 +174,4 @@ def to_text(report: WhyReport, sites: tuple[str, ...], verbose: int = 0) -> str:
         lines.append("")
     for fact in unused:
         lines.append(f"  file {short(fact.path)} [{_owners(fact.owners)}]")
-    return "\n".join(lines) + "\n"
+    return as_text(lines)
