@@ -19,7 +19,7 @@ import click
 
 from cudatx import __version__
 from cudatx.cli.output import Output, settled
-from cudatx.errors import CudatxError, ExitCode, one_line
+from cudatx.errors import CudatxError, ExitCode, one_line, printable
 
 if TYPE_CHECKING:
     from cudatx.cli.options import Target
@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> None:
         if exc.output.strip():
             # What a failing command said (--verify's output), before the one line of why;
             # its end, where a traceback says what went wrong.
-            said = exc.output.rstrip("\n").splitlines()
+            # Each line escaped as the printer escapes: the command's output is not cudatx's.
+            said = [printable(line) for line in exc.output.rstrip("\n").splitlines()]
             if len(said) > _OUTPUT_LINES:
                 click.echo(f"... ({len(said) - _OUTPUT_LINES} lines before)", err=True)
             click.echo("\n".join(said[-_OUTPUT_LINES:]), err=True)

@@ -49,27 +49,27 @@ def demo(keep: str | None, compiler: str | None, out: Output) -> int:
             shutil.rmtree(folder, ignore_errors=True)
         raise
     venv = run.built.venv
-    click.echo("Built a demo environment:")
+    out.echo("Built a demo environment:")
     for line in run.built.story:
-        click.echo(f"  {line}")
+        out.echo(f"  {line}")
     # Each report coloured as its own command colours it (--color, NO_COLOR, a terminal).
-    click.echo(f"\n$ {cudatx_line(run.env, ('doctor',))}")
+    out.echo(f"\n$ {cudatx_line(run.env, ('doctor',))}")
     out.echo(render_doctor.to_text(run.doctor), nl=False, paint=colour.doctor)
-    click.echo(f"\n$ {cudatx_line(run.env, ('why', WHY))}")
+    out.echo(f"\n$ {cudatx_line(run.env, ('why', WHY))}")
     out.echo(render_why.to_text(run.why, run.sites), nl=False, paint=colour.why)
     removal = cudatx_line(run.env, ("remove", REMOVE), uv=run.uv_options)
-    click.echo(f"\n$ {removal} --dry-run")
+    out.echo(f"\n$ {removal} --dry-run")
     out.echo(render_plan.to_text(run.plan, removal, run.sites), nl=False, paint=colour.plan)
     plugin = cudatx_line(run.env, ("remove", PLUGIN.name), uv=run.uv_options)
-    click.echo(f"\n$ {plugin} --dry-run")
+    out.echo(f"\n$ {plugin} --dry-run")
     out.echo(render_plan.to_text(run.plugin_before, plugin, run.sites), nl=False, paint=colour.plan)
     traced = ["cudatx", "trace", "--python", run.env.target.prefix, "--", *TRACED]
-    click.echo(f"\n$ {shlex.join(traced)}")
-    click.echo(render_trace.recorded(run.trace))
-    click.echo(f"\n$ {plugin} --dry-run")
+    out.echo(f"\n$ {shlex.join(traced)}")
+    out.echo(render_trace.recorded(run.trace))
+    out.echo(f"\n$ {plugin} --dry-run")
     out.echo(render_plan.to_text(run.plugin_after, plugin, run.sites), nl=False, paint=colour.plan)
     # The commands above name this environment: it stays, so that they can be run.
-    click.echo(
+    out.echo(
         f"\nThe demo environment stays at {venv}, for the commands above (its wheels are in "
         f"{shlex.quote(str(run.built.wheels))}, which they name).\n"
         f"Remove it with: rm -rf {shlex.quote(str(folder))}"

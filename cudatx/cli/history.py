@@ -48,15 +48,15 @@ def rollback(
         refuse_target_writers(target, accepted=accepted, what="restores")
     journal = pending(target.prefix, txn)
     if dry_run:
-        click.echo(would_roll_back(journal), nl=False)
+        out.echo(would_roll_back(journal), nl=False)
         return 0
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to roll back")
-        click.echo(would_roll_back(journal), nl=False, err=True)
+        out.echo(would_roll_back(journal), nl=False, err=True)
         confirm(f"Roll back transaction {journal.id}?")
     done, what = roll_back(target.prefix, journal.id, force=force)
-    click.echo(f"Transaction {done}: {what}.")
+    out.echo(f"Transaction {done}: {what}.")
     return 0
 
 
@@ -100,7 +100,7 @@ def history_prune(keep: int, python: str | None, out: Output) -> int:
 
     pruned = prune(_prefix(python), keep)
     n = len(pruned)
-    click.echo(f"Freed the snapshot{'s' * (n != 1)} of {counted(n, 'transaction')}.")
+    out.echo(f"Freed the snapshot{'s' * (n != 1)} of {counted(n, 'transaction')}.")
     return 0
 
 

@@ -194,5 +194,7 @@ def graph(
         sys.stdout.buffer.write(_picture(dot, render(result, "dot"), fmt))
         sys.stdout.buffer.flush()
     else:
-        click.echo(render(result, fmt), nl=False)
+        # Through the printer, for its escapes (a JSON graph holds none raw: json.dumps
+        # writes ASCII): a file's name and a distribution's are data from outside.
+        target.output.echo(render(result, fmt), nl=False)
     return 0

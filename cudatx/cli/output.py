@@ -23,6 +23,8 @@ from typing import Any, NamedTuple, TextIO
 
 import click
 
+from cudatx.errors import one_line, printable
+
 COLOR_CHOICES = ("auto", "always", "never")
 
 
@@ -68,7 +70,10 @@ class Output(NamedTuple):
         paint: Callable[[str], str] | None = None,
     ) -> None:
         """Print `text`; `paint` (a render.colour function) colours it where colour is
-        wanted."""
+        wanted. Whatever control character is still in it (a value from outside that its
+        renderer did not escape) is shown escaped first, so that only cudatx's own styles,
+        painted after, reach the terminal."""
+        text = printable(text)
         if paint is not None and self.coloured(err):
             text = paint(text)
         click.echo(text, err=err, nl=nl, color=self.coloured(err))
@@ -85,12 +90,12 @@ class Output(NamedTuple):
         """A line for the person watching (which environment, what was done), on stderr; -q
         drops it."""
         if not self.quiet:
-            self.echo(message, err=True)
+            self.echo(one_line(message), err=True)  # one line: a value in it cannot add one
 
     def debug(self, message: str, level: int = 1) -> None:
         """A line shown only under -v (level 1) or -vv (level 2), on stderr."""
         if self.verbose >= level:
-            self.echo(f"cudatx: {message}", err=True)
+            self.echo(f"cudatx: {one_line(message)}", err=True)
 
     def _label(self, word: str, fg: str, err: bool) -> str:
         return click.style(word, fg=fg, bold=True) if self.coloured(err) else word
@@ -99,7 +104,8 @@ class Output(NamedTuple):
         if self.quiet:
             return
         label = self._label("warning", "yellow", err=True)
-        click.echo(f"cudatx: {label}: {message}", err=True, color=self.coloured(err=True))
+        said = one_line(message)  # before the label's colour (see echo); one line, as info
+        click.echo(f"cudatx: {label}: {said}", err=True, color=self.coloured(err=True))
 
     def error_label(self, err: bool = True) -> str:
         return self._label("error", "red", err)
@@ -118,6 +124,7 @@ class Output(NamedTuple):
         from cudatx.render.apply import duration
 
         shown = wanted(sys.stderr, os.environ, disabled=disabled or bool(self.quiet))
+        what = printable(what)
         if shown:
             sys.stderr.write(f"cudatx: {what}...")
             sys.stderr.flush()
@@ -125,7 +132,8 @@ class Output(NamedTuple):
         def heard(line: str) -> None:
             if shown and _UV_PROGRESS.match(line):
                 width = shutil.get_terminal_size().columns
-                sys.stderr.write(f"\r\x1b[K{f'cudatx: {line}...'[: width - 1]}")
+                said = one_line(line)  # uv's words, which name what an index served
+                sys.stderr.write(f"\r\x1b[K{f'cudatx: {said}...'[: width - 1]}")
                 sys.stderr.flush()
 
         started = time.monotonic()
@@ -197,7 +205,7 @@ class Steps:
         from cudatx.render.apply import step
 
         if self.shown:
-            line = step(phase)
+            line = one_line(step(phase))
             if phase.done:
                 # The phase's start line, rewritten in place with its time.
                 sys.stderr.write(("\r\x1b[K" if self.open else "") + line + "\n")
@@ -208,7 +216,7 @@ class Steps:
             sys.stderr.flush()
         if phase.done and phase.output.strip() and self.out.verbose >= 2:
             self.end()
-            click.echo(phase.output.rstrip("\n"), err=True)
+            self.out.echo(phase.output.rstrip("\n"), err=True)  # uv's words, escaped
 
     def end(self) -> None:
         if self.open:
@@ -221,5 +229,5 @@ def confirm(question: str) -> None:
     """Ask on stderr; an answer of no (the default) raises Declined. ^C stays an interrupt."""
     from cudatx.errors import Declined
 
-    if not click.confirm(question, default=False, err=True):
+    if not click.confirm(printable(question), default=False, err=True):
         raise Declined("declined: nothing was changed")

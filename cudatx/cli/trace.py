@@ -53,13 +53,13 @@ def trace(
         if as_json:
             click.echo(render.to_json(traces, target.prefix), nl=False)
         else:
-            click.echo(render.to_text(traces, target.prefix), nl=False)
+            out.echo(render.to_text(traces, target.prefix), nl=False)
         return 0
     if clear:
         from cudatx.txn.trace import clear as clear_traces
 
         removed = clear_traces(target.prefix, command)
-        click.echo(f"Removed {counted(len(removed), 'trace record')}.")
+        out.echo(f"Removed {counted(len(removed), 'trace record')}.")
         return 0
     from cudatx.trust import refuse_target_writers
     from cudatx.txn.trace import trace as run_traced
