@@ -10,6 +10,7 @@ it share these rules.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -111,14 +112,17 @@ def _private_group(gid: int, owner: int) -> bool:
         return False
 
 
-def other_writer(st: os.stat_result, uid: int) -> str | None:
+def other_writer(st: os.stat_result, uid: int, *, sticky_excuses: bool = True) -> str | None:
     """Who other than `uid` and root could change what `st` describes (a folder's names, a
-    file's bytes), in words; None when no one."""
+    file's bytes), in words; None when no one. `sticky_excuses`: a sticky folder others can
+    write counts as no one's to change (they cannot rename or remove what is not theirs in
+    it), as for a folder above an environment; not for a folder whose every name matters
+    (in it, others can still create one)."""
     if stat.S_ISLNK(st.st_mode):
         return None  # a symlink itself changes only by its folder's names
     if st.st_uid not in (0, uid):
         return f"owned by {_user(st.st_uid)}"
-    sticky = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
+    sticky = sticky_excuses and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
     if st.st_mode & stat.S_IWOTH and not sticky:
         return "writable by every user"
     if st.st_mode & stat.S_IWGRP and not sticky and not _private_group(st.st_gid, st.st_uid):
@@ -209,6 +213,163 @@ def target_writers(target: PythonTarget) -> list[str]:
 def refuse_target_writers(target: PythonTarget, *, accepted: bool, what: str) -> None:
     """refuse_other_writers for the environment an interpreter answered for."""
     refuse_other_writers(target_writers(target), accepted=accepted, what=what)
+
+
+# -- Whose code, all of it ------------------------------------------------------------------
+#
+# Root that runs an environment's code (a trial, `trace`, `--verify`) runs every module the
+# interpreter imports, not only what lies at the top of site-packages: one module deep in a
+# package (`site-packages/pkg/core.py`), a `__pycache__/*.pyc` its source's stamp still
+# matches (PEP 3147: the interpreter runs it without reading the source), a `.pth` line, a
+# folder a `.pth` adds, a script in bin/. So before root runs any of it, everything the
+# interpreter could import or execute is walked whole, as OpenSSH's StrictModes walks every
+# folder up to / (auth.c safe_path): each file and folder must be root's, and none writable by
+# group (unless the group holds only root: Debian's harmless group-writability) or others.
+# The sticky bit excuses a folder *above* what is walked (/tmp: others cannot rename or
+# remove what root made in it, so they cannot swap the environment), never a folder inside
+# (in a sticky folder others can still create a name: a new module, a new `.pth`). A symlink
+# is followed: where it leads is walked the same way, with the folders above it. What is
+# walked: the site folders, every other folder on sys.path outside the standard library (the
+# ones `.pth` files add, editable installs), the standard library, and bin/. A sys.path entry
+# that does not exist yet (python3XX.zip) must sit in a folder no one else can add it to.
+# Not the working folder: `trace` and `--verify` run the user's command where the user ran
+# cudatx, as any program they run there.
+#
+# Not the scan's walk (cudatx.discover.sitewalk): its cache keys each folder by the folder's
+# own times, which a chown or chmod of a file in it leaves alone (they change the file's
+# ctime only), so the cache cannot tell this; an lstat of every name is needed, each time.
+# What it costs: docs/trial.md ("What it costs").
+
+
+def _walk_code(top: str, uid: int, seen: set[tuple[int, int]], found: list[str]) -> None:
+    """other_writer of `top` and everything below it, sticky folders included, symlinks
+    followed (each target once: `seen` holds device and inode, and what is not to be walked
+    is put there first); appended to `found` as `PATH (WHO)`, in sorted order."""
+    try:
+        st = os.stat(top)
+    except OSError:
+        return
+    if (st.st_dev, st.st_ino) in seen:
+        return
+    seen.add((st.st_dev, st.st_ino))
+    who = other_writer(st, uid, sticky_excuses=False)
+    if who is not None:
+        found.append(f"{top} ({who})")
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    try:
+        with os.scandir(top) as listing:
+            entries = sorted(listing, key=lambda e: e.name)
+    except OSError:
+        return  # a folder root cannot list: the interpreter cannot import from it either
+    for entry in entries:
+        try:
+            if entry.is_symlink():
+                _followed(entry.path, uid, seen, found)
+                continue
+            est = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if stat.S_ISDIR(est.st_mode):
+            _walk_code(entry.path, uid, seen, found)
+        elif (est.st_dev, est.st_ino) not in seen:
+            if est.st_nlink > 1:
+                seen.add((est.st_dev, est.st_ino))
+            who = other_writer(est, uid, sticky_excuses=False)
+            if who is not None:
+                found.append(f"{entry.path} ({who})")
+
+
+def _followed(link: str, uid: int, seen: set[tuple[int, int]], found: list[str]) -> None:
+    """Where a symlink leads: the folders above its target (those of the way to it too, as
+    interpreter_paths takes them) and the target, walked."""
+    real = os.path.realpath(link)
+    for path in _ancestors(os.path.dirname(real)):
+        _above(path, uid, found)
+    _walk_code(real, uid, seen, found)
+
+
+def _above(path: str, uid: int, found: list[str]) -> None:
+    """other_writer of a folder above what is walked (the sticky bit excuses it)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    who = other_writer(st, uid)
+    entry = f"{path} ({who})"
+    if who is not None and entry not in found:
+        found.append(entry)
+
+
+def code_tops(target: PythonTarget) -> list[str]:
+    """The folders whose every file the target's interpreter could import or execute: its
+    site folders, sys.path beyond them (what `.pth` files add) and the standard library,
+    and the environment's bin/ (what a `--trial-cmd` or `--verify` runs by name)."""
+    tops = [*target.site_packages, *target.sys_path, *target.stdlib]
+    tops.append(os.path.join(target.prefix, "bin"))
+    return list(dict.fromkeys(os.path.abspath(t) for t in tops if t))
+
+
+def code_writers(target: PythonTarget, uid: int | None = None) -> list[str]:
+    """`PATH (WHO)` for everything another user than `uid` (default: cudatx's) or root could
+    change of the code the target's interpreter runs (see above): what target_writers names,
+    then each walked file and folder, then the folders above each walked folder."""
+    me = os.geteuid() if uid is None else uid
+    found = other_writers(
+        list(dict.fromkeys([*interpreter_paths(target.python), *_ancestors(target.prefix)])),
+        me,
+    )
+    seen: set[tuple[int, int]] = set()
+    tops = code_tops(target)
+    # The site folders of the standard library's Python where they are not on sys.path (a
+    # venv's base): nothing in them is imported, and a base Python's may hold thousands.
+    for folder in target.stdlib:
+        for name in ("site-packages", "dist-packages"):
+            path = os.path.join(folder, name)
+            with contextlib.suppress(OSError):
+                if path not in tops:
+                    st = os.stat(path)
+                    seen.add((st.st_dev, st.st_ino))
+    above: set[str] = set()
+    for top in tops:
+        if os.path.lexists(top):
+            for path in _ancestors(os.path.dirname(top)):
+                if path not in above:
+                    above.add(path)
+                    _above(path, me, found)
+            _walk_code(top, me, seen, found)
+        else:
+            # Not there yet (python3XX.zip): whoever can create it in its folder chooses
+            # code the interpreter would import first.
+            parent = next((p for p in _ancestors(top) if os.path.isdir(p)), "/")
+            try:
+                who = other_writer(os.stat(parent), me, sticky_excuses=False)
+            except OSError:
+                continue
+            if who is not None:
+                found.append(
+                    f"{parent} ({who}; {os.path.basename(top)} on sys.path could be made there)"
+                )
+    return list(dict.fromkeys(found))
+
+
+def refuse_root_running_code(target: PythonTarget, *, what: str, accepted: bool = False) -> None:
+    """As root, raise UnsafePaths naming the first of code_writers, unless `accepted`
+    (--allow-other-writers, where the command takes it; a trial does not): `what` is what
+    would run the code, in words ("a trial", "--verify", "trace"). A user other than root
+    runs nothing of another's as someone else: nothing to check."""
+    if os.geteuid() != 0 or accepted:
+        return
+    found = code_writers(target)
+    if not found:
+        return
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    raise UnsafePaths(
+        f"{found[0]}{more}: {what} runs the environment's code, and cudatx runs as root; "
+        "another user can change code the interpreter would run, and so choose what root runs "
+        "(run it as that user, or make every file root's and writable by root alone)",
+        path=found[0].rsplit(" (", 1)[0],
+    )
 
 
 def other_writers(paths: list[str], uid: int | None = None) -> list[str]:

@@ -67,6 +67,6 @@ def trace(
     out.info(f"Using Python {target.version} environment at: {target.prefix}")
     refuse_unfinished(out, target.prefix)
     refuse_target_writers(target, accepted=allow_other_writers, what="runs")
-    done = run_traced(target, command)
+    done = run_traced(target, command, accepted=allow_other_writers)
     out.info(render.recorded(done))
     return done.record.exit_code

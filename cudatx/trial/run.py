@@ -18,12 +18,12 @@ from typing import Any
 
 from cudatx.codec import encode
 from cudatx.environment import Environment
-from cudatx.errors import CudatxError, ExitCode, UnsafePaths
+from cudatx.errors import CudatxError, ExitCode
 from cudatx.models import PythonTarget
 from cudatx.planning.change import Change, uv_steps
 from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome
 from cudatx.trial.shadow import METHODS, Shadow, shadow
-from cudatx.trust import target_writers
+from cudatx.trust import refuse_root_running_code
 from cudatx.uv import UvOptions
 
 
@@ -60,21 +60,12 @@ class TrialOptions:
 
 
 def refuse_root_on_shared(target: PythonTarget) -> None:
-    """A trial runs the environment's code: as root, never in an environment (or with an
-    interpreter) another user can write, whose code that user chose (as OpenSSH's
-    StrictModes refuses such files, auth.c safe_path). Who can write what is the one rule of
-    cudatx.trust (environment_writers: the prefix and the folders above it, its site folders
-    and what is directly in them, bin/, the interpreter)."""
-    if os.geteuid() != 0:
-        return
-    found = target_writers(target)
-    if found:
-        path = found[0].rsplit(" (", 1)[0]
-        raise UnsafePaths(
-            f"a trial runs the environment's code, and cudatx runs as root: {found[0]} can be "
-            "written by another user, who chose that code; run the trial as that user",
-            path=path,
-        )
+    """A trial runs the environment's code: as root, never where another user can change
+    any of it, who would choose that code (as OpenSSH's StrictModes refuses such files,
+    auth.c safe_path). Everything the interpreter could import or execute is walked, not
+    only the top of the site folders (cudatx.trust.code_writers); no --allow-other-writers
+    excuses it."""
+    refuse_root_running_code(target, what="a trial")
 
 
 # Nothing is built in a trial, as in a dry run: uv_steps gives uv `--only-binary :all:`

@@ -37,7 +37,7 @@ from cudatx.names import counted
 from cudatx.planning.change import Proposal, refuse_escaping
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
-from cudatx.trust import identity, refuse_target_writers
+from cudatx.trust import identity, refuse_root_running_code, refuse_target_writers
 from cudatx.txn import beneath, confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
 from cudatx.txn.rollback import refuse_if_interrupted, roll_back
@@ -182,6 +182,8 @@ def apply_change(
     # Before the store is made: a Python its distributor manages gets no `.cudatx/` folder
     # from a change uv would refuse (the CLI refused it already; a library caller too).
     refuse_externally_managed(env.target, allowed=options.break_system_packages)
+    if options.verify:  # runs the environment's code: as root, only where all of it is root's
+        refuse_root_running_code(env.target, what="--verify", accepted=options.allow_other_writers)
     store = Store(env.target.prefix)
     uv = find_uv(options.uv)
     with store.lock() as lock:

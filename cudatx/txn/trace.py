@@ -33,7 +33,7 @@ from cudatx.documents import dump_json
 from cudatx.errors import CommandNotExecutable, CommandNotFound, StoreError, UsageError
 from cudatx.models import PythonTarget
 from cudatx.reading import open_regular
-from cudatx.trust import identity, refuse_foreign
+from cudatx.trust import identity, refuse_foreign, refuse_root_running_code
 from cudatx.txn.store import Store, atomic_write, make_private_dir
 
 REPORT = "ld"  # LD_DEBUG_OUTPUT's prefix: glibc appends ".<pid>"
@@ -136,12 +136,16 @@ def trace(
     *,
     environ: Mapping[str, str] | None = None,
     cwd: str | None = None,
+    accepted: bool = False,
 ) -> Trace:
     """Run `command` in the environment of `target`, then record what it mapped. Raises
-    UsageError for no command, CommandNotFound / CommandNotExecutable before it runs,
-    StoreError for a store cudatx did not make (before) or cannot write (after)."""
+    UsageError for no command, UnsafePaths where root would run code another user can
+    change (cudatx.trust.refuse_root_running_code; `accepted`: --allow-other-writers),
+    CommandNotFound / CommandNotExecutable before it runs, StoreError for a store cudatx did
+    not make (before) or cannot write (after)."""
     if not command:
         raise UsageError("trace needs a command: cudatx trace [--python ENV] -- CMD [ARGS...]")
+    refuse_root_running_code(target, what="trace", accepted=accepted)
     where = cwd or os.getcwd()
     prefix = target.prefix
     check_store(prefix)
