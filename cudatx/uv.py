@@ -53,21 +53,47 @@ def pip_argv(
     own --no-deps and the user's), and `uv pip sync` has no --no-deps, since it installs
     exactly what its files list anyway.
 
-    An install or sync gets `--only-binary :all:` unless OPTIONS hold ALLOW_BUILD: uv then
-    resolves, stages and installs from wheels only ("resolving will not run code", uv's docs
-    for --only-binary and --no-build). It is uv's --no-build for every package, spelled so
-    that a requirements file's own --no-binary or --only-binary may come with it (uv refuses
-    --no-build beside either). uv still builds an editable or a local folder to read its
-    metadata this way (seen with uv 0.13.9: `-e DIR` ran its setup.py twice), so
-    cudatx.planning.building refuses those before uv is asked at all."""
+    An install, sync or compile gets `--only-binary :all:` unless OPTIONS hold ALLOW_BUILD:
+    uv then resolves, stages and installs from wheels only ("resolving will not run code",
+    uv's docs for --only-binary and --no-build). It is uv's --no-build for every package,
+    spelled so that a requirements file's own --only-binary may come with it (uv refuses
+    --no-build beside either), and it comes last: uv reads the specifiers of its
+    --only-binary in order, and a `:none:` clears those before it (crates/uv-configuration,
+    `PackageNameSpecifiers::from_iter`; seen with uv 0.13.9: `--only-binary :all:
+    --only-binary :none:` built an sdist, the other order did not). No `--no-binary NAME` may
+    come with it: uv builds NAME whatever --only-binary or --no-build say (build_options.rs,
+    `no_build_package`), so one is NeedsBuild here, the last check before uv is run (cudatx
+    names such a line by its file before: cudatx.planning.building). uv still builds an
+    editable or a local folder to read its metadata this way (seen with uv 0.13.9: `-e DIR`
+    ran its setup.py twice), so cudatx.planning.building refuses those before uv is asked
+    at all."""
     words = options.args() if isinstance(options, UvOptions) else list(options)
     build = ALLOW_BUILD in words
     words = [w for w in words if w != ALLOW_BUILD]
     if command == "sync" or "--no-deps" in flags:
         words = [w for w in words if w != "--no-deps"]
-    if command in ("install", "sync") and not build:
-        flags = (*flags, "--only-binary", ":all:")
-    return ["pip", command, "--python", prefix, *flags, *words]
+    last: tuple[str, ...] = ()
+    if command in ("install", "sync", "compile") and not build:
+        binary = _no_binary(words)
+        if binary:
+            raise NeedsBuild(needs_build([f"{n} (--no-binary {n})" for n in binary]))
+        last = ("--only-binary", ":all:")
+    return ["pip", command, "--python", prefix, *flags, *words, *last]
+
+
+def _no_binary(words: Sequence[str]) -> list[str]:
+    """The packages (or `:all:`) the `--no-binary` words name, `:none:` aside (uv-cli: a
+    value, or values separated by commas, after `--no-binary` or `--no-binary=`)."""
+    out: list[str] = []
+    for at, word in enumerate(words):
+        if word == "--no-binary" and at + 1 < len(words):
+            value = words[at + 1]
+        elif word.startswith("--no-binary="):
+            value = word.partition("=")[2]
+        else:
+            continue
+        out += [v for v in value.split(",") if v and v != ":none:"]
+    return out
 
 
 def venv_argv(folder: str, python: str | None) -> list[str]:

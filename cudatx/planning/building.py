@@ -12,6 +12,12 @@ editable, a local folder, a VCS URL (`git+...`), or an archive that is not a whe
 by path or URL) can only be had by building it. A name uv finds on an index or in
 --find-links is uv's to judge: under --no-build it refuses what has only an sdist, and
 cudatx.uv says that in the same one line (NeedsBuild).
+
+Nor does uv's --no-build (or --only-binary :all:) hold against a `no-binary` setting: a
+package a requirements file's `--no-binary NAME`, a constraints file's, or uv's
+configuration names is built even then (cudatx.planning.reqfiles.uvsettings says how).
+Those settings say the real install builds it, so a plan of its wheel would judge another
+distribution: they are named here too (`unbuilt_settings`, a file's `builds`), and refused.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from cudatx.errors import NeedsBuild, needs_build
+from cudatx.errors import CudatxError, NeedsBuild, needs_build
 
 if TYPE_CHECKING:
     # Read only where a -r file is given: a warm plan of names imports no packaging
@@ -53,6 +59,28 @@ def _pin_label(pin: Pin) -> str:
     where = os.path.basename(pin.source)
     text = f"-e {pin.text}" if pin.editable and not pin.text.startswith("-") else pin.text
     return f"{pin.name} ({where}:{pin.line}: {text})"
+
+
+def unbuilt_settings(markers: Mapping[str, str]) -> list[str]:
+    """What uv would build, here, whatever cudatx tells it: the `no-binary` settings of
+    the configuration `uv pip` reads (uv.toml, a pyproject.toml's `[tool.uv]`; the project's,
+    the user's, the system's, or UV_CONFIG_FILE's) and of the requirements files that
+    UV_CONSTRAINT and UV_OVERRIDE name, each named with where it is said. uv runs in
+    cudatx's working folder and environment, so those are the ones read."""
+    from cudatx.planning.reqfiles import read_requirements
+    from cudatx.planning.reqfiles.uvsettings import built_by_config, env_files
+
+    cwd, environ = os.getcwd(), dict(os.environ)
+    found = built_by_config(cwd, environ)
+    for variable, path in env_files(cwd, environ):
+        try:
+            read = read_requirements(path, markers=markers)
+        except CudatxError:
+            continue  # uv refuses what it cannot read: nothing builds
+        for label in read.builds:  # "NAME (FILE:LINE: ...)" -> "NAME (VARIABLE: FILE:LINE: ...)"
+            what, _, where = label.partition(" (")
+            found.append(f"{what} ({variable}: {where}")
+    return found
 
 
 def unbuilt_pins(pins: Iterable[Pin]) -> list[str]:
@@ -101,7 +129,8 @@ def unbuilt_args(command: str, args: Sequence[str], markers: Mapping[str, str]) 
             continue
         from cudatx.planning.reqfiles import read_requirements
 
-        found += unbuilt_pins(read_requirements(path, markers=markers).entries)
+        read = read_requirements(path, markers=markers)
+        found += [*unbuilt_pins(read.entries), *read.builds]
     return found
 
 

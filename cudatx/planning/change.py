@@ -122,7 +122,8 @@ def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
     def stage_reinstalls(fixes: tuple[Distribution, ...]) -> tuple[Distribution, ...]:
         wanted = [Arrival(d.name, reinstall_spec(d)) for d in fixes]
         if not planning.allow_build:
-            building.refuse(building.unbuilt_specs(a.spec for a in wanted))
+            unbuilt = building.unbuilt_specs(a.spec for a in wanted)
+            building.refuse([*unbuilt, *building.unbuilt_settings(env.target.markers)])
         prefix, site = env.target.prefix, env.target.install_site
         into = os.path.join(folder, "repair")
         with planning.waiting(f"Staging {counted(len(wanted), 'reinstall')} with uv") as heard:
@@ -216,8 +217,11 @@ def propose(
     twin that installs the same paths, which would otherwise stay holding the other's
     bytes)."""
     if not planning.allow_build:
-        # Before uv is asked: uv builds an editable even under --no-build (planning.building).
-        building.refuse(building.unbuilt_args(command, args, env.target.markers))
+        # Before uv is asked: uv builds an editable even under --no-build, and what a
+        # `no-binary` setting names, of a file or of uv's configuration (planning.building).
+        markers = env.target.markers
+        unbuilt = building.unbuilt_args(command, args, markers)
+        building.refuse([*unbuilt, *building.unbuilt_settings(markers)])
     uv = planning.uv()
     with planning.waiting(f"Resolving with uv (uv pip {command} --dry-run)") as heard:
         asked = ask_uv(uv, env.target.prefix, command, args, planning.uv_options, heard)

@@ -3,7 +3,7 @@ nothing built.
 
 uv is asked twice, for the target interpreter (an empty environment of it):
 
-- `uv pip compile --no-build --format pylock.toml -v`: per distribution, its version and
+- `uv pip compile --only-binary :all: --format pylock.toml -v`: per distribution, its version and
   the wheels compatible with the target (URL or path, size, sha256), as PEP 751 writes them
   (uv's crates/uv-resolver/src/lock/export/pylock_toml.rs, `from_resolution`: every wheel
   whose tags the target accepts). Where it lists more than one, the wheel uv installs is the
@@ -13,8 +13,12 @@ uv is asked twice, for the target interpreter (an empty environment of it):
 - `uv pip compile --annotation-style line`: what requires each distribution ("# via torch",
   "# via -r FILE"), so that a finding is blamed on the file's line that brings it in.
 
-`--no-build` (uv's own flag): a distribution that exists only as a source distribution, a
-local folder or a VCS checkout fails the resolution with uv's message; nothing is built.
+`--only-binary :all:` (uv's --no-build, put last by cudatx.uv.pip_argv, whatever the user's
+--allow-build says: this resolution never builds): a distribution that exists only as a
+source distribution, a local folder or a VCS checkout fails the resolution with uv's
+message; nothing is built. A `no-binary` setting would have uv build even so
+(cudatx.planning.reqfiles.uvsettings): the caller refuses those before uv is asked
+(cudatx.planning.building), and pip_argv refuses a `--no-binary` among OPTIONS.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from urllib.parse import unquote, urlsplit
 from cudatx.errors import EnvironmentNotFound, UsageError
 from cudatx.models import Frozen
 from cudatx.names import canonical_name
-from cudatx.uv import UvFailed, pip_argv, run_uv
+from cudatx.uv import ALLOW_BUILD, UvFailed, pip_argv, run_uv
 
 FILE = ""  # in `Resolved.parents`: the requirements file itself asks for it
 
@@ -87,8 +91,9 @@ def resolve(
     """The wheels `uv pip install -r REQUIREMENTS` would install into the empty environment
     at `python` (its folder), and what brings each in. `no_deps`: exactly what the file
     lists (a lock file, `uv pip sync`)."""
-    words = [w for w in options if w not in _COMPILE_FLAGS_DROPPED]
-    flags = ["--no-build", *(["--no-deps"] if no_deps else [])]
+    # Without ALLOW_BUILD, pip_argv adds --only-binary :all:, last.
+    words = [w for w in options if w not in _COMPILE_FLAGS_DROPPED and w != ALLOW_BUILD]
+    flags = ["--no-deps"] if no_deps else []
     with tempfile.TemporaryDirectory(prefix="cudatx-resolve-") as folder:
         lock = os.path.join(folder, "pylock.toml")  # uv requires the name pylock.toml
         locking = pip_argv(

@@ -23,6 +23,7 @@ from cudatx.planning.reqfiles.pylock import read_pylock
 from cudatx.planning.reqfiles.pyproject import read_pyproject
 from cudatx.planning.reqfiles.txt import RequirementsReader, read_requirements_text
 from cudatx.planning.reqfiles.uvlock import UvLock
+from cudatx.planning.reqfiles.uvsettings import built_by, settings_in, uv_table
 
 __all__ = ["Pin", "RequirementsFile", "kind_of", "read_requirements"]
 
@@ -66,16 +67,27 @@ def read_requirements(
             entries=tuple(reader.entries),
             lock=False,
             options=tuple(reader.options),
+            builds=tuple(reader.builds),
         )
     if text is None:
         text = read_text(path)
     doc = parse_toml(path, text)
+    builds: list[str] = []
     if kind == "pyproject":
         entries = read_pyproject(path, text, doc, markers, extras)
+        # Its `[tool.uv] no-binary` settings: the project says they are built from source
+        # (uv reads them as this project's configuration).
+        table = uv_table(path, doc)
+        builds = built_by([settings_in(path, table, text)]) if table is not None else []
     elif kind == "uv.lock":
         entries = UvLock(path, text, doc, markers).installed(extras)
     else:
         entries = read_pylock(path, text, doc, markers, extras)
     return RequirementsFile(
-        path=path, kind=kind, entries=tuple(entries), lock=kind != "pyproject", options=()
+        path=path,
+        kind=kind,
+        entries=tuple(entries),
+        lock=kind != "pyproject",
+        options=(),
+        builds=tuple(builds),
     )

@@ -45,6 +45,9 @@ class RequirementsFile(Frozen):
     entries: tuple[Pin, ...]  # only those that apply to the target
     lock: bool  # uv.lock and pylock: a complete environment by construction
     options: tuple[str, ...]  # uv command-line words from a requirements file's global options
+    # What the file's own settings have uv build from source (`--no-binary NAME` with its
+    # line; a pyproject.toml's `[tool.uv] no-binary-package`): cudatx.planning.building
+    builds: tuple[str, ...] = ()
 
 
 def read_text(path: str) -> str:
@@ -132,12 +135,14 @@ def parse_marker_at(text: str, where: str) -> Marker:
         raise UsageError(f"{where}: not a marker: {first_line(exc)}") from None
 
 
-def url_path(url: str, where: str) -> str:
-    """The path part of a URL, %-decoded."""
+def url_path(url: str, where: str, shown: str | None = None) -> str:
+    """The path part of a URL, %-decoded. `shown`: the URL as the file writes it, for the
+    message (its `${VAR}`s not expanded: a variable may hold a token)."""
     try:
         return unquote(urlsplit(url).path)
-    except ValueError as exc:  # e.g. an unbalanced '[' in the host
-        raise UsageError(f"{where}: not a URL: {url} ({exc})") from None
+    except ValueError:  # e.g. an unbalanced '[' in the host
+        said = url if shown is None else shown
+        raise UsageError(f"{where}: not a URL: {said}") from None
 
 
 def marker_holds(marker: Marker | None, environment: Mapping[str, Any], where: str) -> bool:

@@ -32,6 +32,7 @@ from cudatx.planning.reqfiles.common import (
     read_bytes,
     url_path,
 )
+from cudatx.planning.reqfiles.uvsettings import ALL
 
 # The statements of a requirements file as uv 0.13 scans them (crates/uv-requirements-txt,
 # src/lib.rs `parse_entry`), ported: options are matched as prefixes, in uv's order.
@@ -89,6 +90,7 @@ class _Statement:
     kind: str  # "requirement" | "editable" | "include" | "constraint" | "option"
     value: str  # the requirement as written, a file name, or an option's value
     flag: str = ""  # for "option": the long name uv takes on its command line
+    text: str = ""  # for "option": the statement as written (`--no-binary=x`), for messages
 
 
 class _Scanner:
@@ -177,8 +179,10 @@ class _Scanner:
             if self.eat_if(flag):
                 return _Statement(line, "option", "", flag)
         for flag in _BINARY:
+            start = self.i
             if self.eat_if(flag):
-                return _Statement(line, "option", _unquote(self.value(flag)), flag)
+                value = _unquote(self.value(flag))
+                return _Statement(line, "option", value, flag, self.s[start : self.i].strip())
         if (self.s[self.i].isascii() and self.s[self.i].isalnum()) or self.at("./$"):
             return _Statement(line, "requirement", self.requirement())
         for flag in _IGNORED:
@@ -257,15 +261,18 @@ class _Scanner:
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
-def _location(value: str, folder: str, where: str, flag: str) -> str:
-    """An index or find-links location as uv reads one: a path that exists (`-f` relative to
-    the file, `-i`/`--extra-index-url` to the working folder), made absolute, else a URL;
-    anything else uv refuses ("relative URL without a base")."""
+def _location(written: str, folder: str, where: str, flag: str) -> str:
+    """An index or find-links location as uv reads one (`written` as the file writes it,
+    its variables expanded here): a path that exists (`-f` relative to the file,
+    `-i`/`--extra-index-url` to the working folder), made absolute, else a URL; anything
+    else uv refuses ("relative URL without a base"). The message shows it as written, as
+    uv does: `--extra-index-url ${TOKEN}` must not print the token."""
+    value = expand(written)
     local = os.path.join(folder, value)
     if os.path.exists(local):
         return os.path.abspath(local)
     if not _SCHEME.match(value):
-        raise UsageError(f"{where}: {flag} {value}: neither a URL nor a path that exists")
+        raise UsageError(f"{where}: {flag} {written}: neither a URL nor a path that exists")
     return value
 
 
@@ -281,6 +288,7 @@ class _Open:
     depth: int
     constraints: bool  # a `-c` file, or one it includes: read for errors, adds no entries
     index: str | None = None  # its --index-url, or the first an include of it gave
+    index_written: str = ""  # that --index-url as its file writes it, for messages
 
 
 @dataclass
@@ -290,6 +298,9 @@ class RequirementsReader:
     options: list[str] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)  # -r files read (uv reads each once)
     seen_constraints: set[str] = field(default_factory=set)
+    # What a `--no-binary` of any file read (a -c file's too) has uv build, with its line:
+    # cudatx.planning.reqfiles.uvsettings says why, cudatx.planning.building refuses it.
+    builds: list[str] = field(default_factory=list)
 
     def read(self, path: str, text: str, including: tuple[str, ...] = ()) -> None:
         """Read `path` (its `text`) and its `-r`/`-c` includes, in order, iteratively: a stack
@@ -315,7 +326,7 @@ class RequirementsReader:
                     continue
                 if top.depth >= MAX_INCLUDE_DEPTH:
                     raise UsageError(
-                        f"{top.path}:{step.line}: -r {os.path.basename(target)}: includes nested "
+                        f"{top.path}:{step.line}: -r {step.value}: includes nested "
                         f"more than {MAX_INCLUDE_DEPTH} files deep"
                     )
                 seen.add(_identity(target))
@@ -323,12 +334,15 @@ class RequirementsReader:
                     self.options += ["--constraints", os.path.abspath(target)]
                 try:
                     included = read_requirements_text(target)
-                except UnreadableFile as exc:  # say which line named it
+                except UnreadableFile as exc:  # say which line named it, as it names it
                     where = f"{top.path}:{step.line}"
-                    raise UnreadableFile(f"{where}: {exc.message}", path=exc.path) from None
+                    why = exc.message.removeprefix(f"{target}: ")
+                    raise UnreadableFile(f"{where}: {step.value}: {why}", path=exc.path) from None
                 scanned = self._scan(target, included)
                 stack.append(_Open(target, scanned, top.depth + 1, constraints))
             elif step.kind == "option":
+                if step.flag == "--no-binary":
+                    self._no_binary(top, step)
                 if not top.constraints:
                     self._option(top, step)
             else:
@@ -349,34 +363,49 @@ class RequirementsReader:
 
     @staticmethod
     def _included(path: str, step: _Statement) -> str:
+        """The file an include names. Messages show its name as written, never expanded (as
+        uv shows it): a variable may hold a token."""
         value = expand(step.value)
         if value.startswith(("http://", "https://")):
             raise UsageError(
-                f"{path}:{step.line}: {value}: a requirements file on the network; cudatx "
+                f"{path}:{step.line}: {step.value}: a requirements file on the network; cudatx "
                 "reads local files only"
             )
         if value.startswith("file:"):
-            value = url_path(value, f"{path}:{step.line}")
+            value = url_path(value, f"{path}:{step.line}", step.value)
         return os.path.join(os.path.dirname(path), value)
 
     def _option(self, top: _Open, step: _Statement) -> None:
         where = f"{top.path}:{step.line}"
-        value = expand(step.value)
         if step.flag in _FLAGS:
             self.options.append(step.flag)
         elif step.flag == "--find-links":
             folder = os.path.dirname(top.path)
-            self.options += [step.flag, _location(value, folder, where, step.flag)]
+            self.options += [step.flag, _location(step.value, folder, where, step.flag)]
         elif step.flag == "--index-url":
             if top.index is not None:  # uv: even the same one twice
                 raise UsageError(f"{where}: a second --index-url (uv takes one per file)")
-            top.index = _location(value, "", where, step.flag)
+            top.index = _location(step.value, "", where, step.flag)
+            top.index_written = step.value
         elif step.flag == "--extra-index-url":
-            self.options += [step.flag, _location(value, "", where, step.flag)]
-        else:  # --no-binary, --only-binary: `:all:`, `:none:` or one package name
-            if value not in (":all:", ":none:"):
-                package_name(value, where)
-            self.options += [step.flag, value]
+            self.options += [step.flag, _location(step.value, "", where, step.flag)]
+        else:  # --no-binary, --only-binary: `:all:`, `:none:` or one package name; uv does
+            # not expand variables there (crates/uv-requirements-txt, `parse_entry`)
+            if step.value not in (":all:", ":none:"):
+                package_name(step.value, where)
+            self.options += [step.flag, step.value]
+
+    def _no_binary(self, top: _Open, step: _Statement) -> None:
+        """`--no-binary NAME` (or `:all:`) has uv build NAME from its source distribution,
+        whatever cudatx's `--only-binary :all:` says, and wherever it is written: the top
+        file, an include, a constraints file (uv reads its options when cudatx hands it over
+        with `--constraints`, and pip applies them): see cudatx.planning.reqfiles.uvsettings.
+        `:none:` builds nothing (uv's `NoBinary::extend` of a file's statements: it clears
+        nothing either)."""
+        if step.value == ":none:":
+            return
+        what = ALL if step.value == ":all:" else package_name(step.value, f"{top.path}:{step.line}")
+        self.builds.append(f"{what} ({os.path.basename(top.path)}:{step.line}: {step.text})")
 
     def _inherit(self, parent: _Open, child: _Open) -> None:
         """uv merges an include's --index-url into the file that includes it: taken where that
@@ -384,11 +413,11 @@ class RequirementsReader:
         if child.index is None:
             return
         if parent.index is None:
-            parent.index = child.index
+            parent.index, parent.index_written = child.index, child.index_written
         elif parent.index != child.index:
             raise UsageError(
-                f"{child.path}: --index-url {child.index} conflicts with {parent.path}'s "
-                f"{parent.index}"
+                f"{child.path}: --index-url {child.index_written} conflicts with "
+                f"{parent.path}'s {parent.index_written}"
             )
 
     def _entry(self, path: str, step: _Statement) -> Pin | None:
@@ -414,7 +443,7 @@ class RequirementsReader:
                 requirement.url = Path(url).as_uri()
             else:
                 requirement.url = url
-            local = url_path(url, where) if url.startswith("file:") else url
+            local = url_path(url, where, text) if url.startswith("file:") else url
             if editable and (_URL.match(local) or os.path.isfile(local)):
                 raise UsageError(  # uv: "Editable requirements must refer to a local directory"
                     f"{where}: -e {text}: an editable is a local project folder, as uv reads it"
@@ -428,10 +457,12 @@ class RequirementsReader:
     def _unnamed(self, path: str, number: int, line: str, *, editable: bool) -> Pin | None:
         """A path or URL without `name @` (`-e ./pkg`, `./dist/x.whl`, `git+https://...`):
         the name comes from `#egg=`, a wheel or sdist file name, or a folder's pyproject. A
-        relative path is relative to the working folder, as uv reads it (pip too)."""
+        relative path is relative to the working folder, as uv reads it (pip too). Messages
+        show it as written (`written`), never expanded."""
         where = f"{path}:{number}"
         parts = re.split(r"\s;\s*|;\s+", line, maxsplit=1)
-        target = expand(parts[0].strip())
+        written = parts[0].strip()
+        target = expand(written)
         marker = parse_marker_at(parts[1], where) if len(parts) > 1 else None
         if not marker_holds(marker, {**self.markers, "extra": ""}, where):
             return None
@@ -441,23 +472,23 @@ class RequirementsReader:
         extras, local = "", None
         if _URL.match(base) and not base.startswith("file:"):
             url = base + (f"#{rest}" if rest else "")  # `#egg=` is pip's, not the reference's
-            filename = url_path(base, where).rsplit("/", 1)[-1]
+            filename = url_path(base, where, written).rsplit("/", 1)[-1]
         else:
-            raw = url_path(base, where) if base.startswith("file:") else base
+            raw = url_path(base, where, written) if base.startswith("file:") else base
             if found := _EXTRAS_SUFFIX.search(raw):
                 extras, raw = found.group(0), raw[: found.start()]
             local = Path(os.path.abspath(raw))
             url, filename = str(local), local.name
         if editable and (local is None or local.is_file()):
             raise UsageError(  # uv: "Editable requirements must refer to a local directory"
-                f"{where}: -e {target}: an editable is a local project folder, as uv reads it"
+                f"{where}: -e {written}: an editable is a local project folder, as uv reads it"
             )
         name = _egg_name(egg, where) or _file_name(filename)
         if name is None and local is not None and local.is_dir():
             name = project_name(local)
         if name is None:
             raise UsageError(
-                f"{where}: cannot tell which project {target} is (no #egg=NAME, no wheel or "
+                f"{where}: cannot tell which project {written} is (no #egg=NAME, no wheel or "
                 "sdist file name, no pyproject.toml with a [project] name there)"
             )
         reference = local.as_uri() if local is not None else url
