@@ -39,6 +39,7 @@ SHARED = {
     "progress",
     "uv",
     "trust",
+    "interrupts",
     "__init__",
 }
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cudatx import interrupts
 from cudatx.codec import encode
 from cudatx.environment import Environment
 from cudatx.errors import CudatxError, ExitCode
@@ -100,6 +100,19 @@ def run_trial(
     may write anything in its shadow: it must not reach the second)."""
     target = env.target
     refuse_root_on_shared(target)
+    # SIGTERM and SIGHUP end a trial as ^C does (cudatx.interrupts): each shadow's `with`
+    # takes it down, and each session's process group is killed, on the way out.
+    with interrupts.raised():
+        return _both(env, change, uv, uv_options, options)
+
+
+def _both(
+    env: Environment,
+    change: Change | None,
+    uv: str | None,
+    uv_options: UvOptions | Sequence[str],
+    options: TrialOptions,
+) -> TrialRun:
     first, before, _, _ = _session(env, None, uv, uv_options, options)
     assert before is not None  # _session raises where a judgement without a change fails
     if change is None:
@@ -152,10 +165,15 @@ def _session(
             spec["withhold"] = [json.loads(encode(_relocated(shade, d))) for d in touched]
             spec["kept"] = {name: sorted(paths) for name, paths in change.kept.items()}
         argv = [*shade.wrap, sys.executable, "-c", _SESSION]
+        # The session's temporary files (its working folder, uv's, a `--trial-cmd`'s) go in
+        # the shadow's folder, which goes with the shadow, however the trial ends.
+        scratch = os.path.join(shade.folder, "tmp")
+        os.makedirs(scratch, 0o700, exist_ok=True)
+        environ = {**os.environ, "TMPDIR": scratch}
         try:
-            done = subprocess.run(
-                argv, input=json.dumps(spec), capture_output=True, text=True, check=False
-            )
+            # In a process group of its own, killed whole when the wait ends: the imports
+            # and the user's commands it started never outlive the trial.
+            done = interrupts.run_in_group(argv, input=json.dumps(spec), env=environ)
         except OSError as exc:
             raise TrialFailed(f"cannot start the trial: {exc.strerror or exc}") from None
         if done.returncode != 0:

@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from cudatx import interrupts
 from cudatx.errors import CudatxError, ExitCode
 
 METHODS = ("overlay", "reflink", "copy")
@@ -182,8 +183,11 @@ def shadow(prefix: str, methods: Sequence[str] = METHODS) -> Iterator[Shadow]:
     try:
         yield _make(prefix, folder, methods, beside)
     finally:
-        for made in (folder, *beside):
-            _remove(made)
+        # Not cut short by a second signal (cudatx.interrupts.held): a half-removed copy
+        # would stay in $TMPDIR; the signal is raised once the shadow is gone.
+        with interrupts.held():
+            for made in (folder, *beside):
+                _remove(made)
 
 
 def _reflink_folder(prefix: str, folder: str, beside: list[str]) -> str | None:
