@@ -328,7 +328,9 @@ def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
     )
 
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP too (the terminal closed): like the others it ends cudatx (cudatx.interrupts), and an
+# apply it ends must roll back and say so, not leave the journal for `cudatx rollback`.
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class _Signalled(BaseException):

@@ -66,7 +66,9 @@ def _interrupted_apply(
     return apply
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
 def test_an_interrupted_apply_rolls_back_and_says_so(
     world: World, signum: int, record_property: pytest.RecordProperty
 ) -> None:
