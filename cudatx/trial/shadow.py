@@ -174,6 +174,55 @@ def _rewrite_scripts(original: str, copy: str) -> None:
                 handle.write(b"#!" + new + rest)
 
 
+def _rewrite_links(original: str, copy: str) -> None:
+    """The copy's symlinks lead into the copy, never back into the original: `cp -a` copies
+    a link as its target's words, so an absolute link naming a folder of the environment
+    (`/env/lib/.../pkg/data -> /env/share/data`), or a relative one that climbs out of the
+    environment and back in by its name, would lead a write in the shadow (a `--trial-cmd`
+    appending to a file through it) into the original. Each such link is made to name the
+    same place in the copy (absolute). Where a link leads is read as the kernel reads its
+    words (path_resolution(7)), against the original's own path and its realpath; a link
+    that leads outside the environment is left as it is: outside, both see the same file,
+    as for any write a trial makes outside the environment (docs/trial.md)."""
+    roots = [os.path.abspath(original)]
+    real = os.path.realpath(original)
+    if real not in roots:
+        roots.append(real)
+    for folder, dirs, files in os.walk(copy):
+        rel_folder = os.path.relpath(folder, copy)
+        for name in (*dirs, *files):
+            path = os.path.join(folder, name)
+            try:
+                if not os.path.islink(path):
+                    continue
+                words = os.readlink(path)
+            except OSError:
+                continue
+            inside = _inside_original(words, rel_folder, roots)
+            if inside is None:
+                continue
+            # Relative words that stay inside lead to the same place in the copy already.
+            here = os.path.normpath(os.path.join(folder, words))
+            there = os.path.normpath(os.path.join(copy, inside))
+            if not os.path.isabs(words) and here == there:
+                continue
+            os.unlink(path)  # the copy's own link: cp -a made it
+            os.symlink(there, path)
+
+
+def _inside_original(words: str, rel_folder: str, roots: list[str]) -> str | None:
+    """Where a link of the original's folder `rel_folder` (relative to the prefix) with
+    target `words` leads, relative to the prefix, if inside the environment; else None."""
+    for root in roots:
+        start = os.path.normpath(os.path.join(root, rel_folder))
+        target = os.path.normpath(os.path.join(start, words))  # absolute words win
+        if target == root:
+            return os.curdir
+        if target.startswith(os.path.join(root, "")):
+            return os.path.relpath(target, root)
+    return None
+
+
 @contextlib.contextmanager
 def shadow(prefix: str, methods: Sequence[str] = METHODS) -> Iterator[Shadow]:
     """A shadow of the environment at `prefix`, by the first of `methods` this machine
@@ -222,6 +271,7 @@ def _make(prefix: str, folder: str, methods: Sequence[str], beside: list[str]) -
             copied = _copy(prefix, dest, reflink=method == "reflink") if dest else None
             if dest is not None and copied is not None:
                 _rewrite_scripts(prefix, dest)
+                _rewrite_links(prefix, dest)
                 seconds = time.monotonic() - start
                 return Shadow(method, dest, prefix, into or folder, seconds, copied)
         else:
