@@ -40,6 +40,7 @@ SHARED = {
     "uv",
     "trust",
     "interrupts",
+    "sandbox",
     "__init__",
 }
 
