@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from cudatx.environment import Environment
     from cudatx.planning.change import Planning, Proposal
+    from cudatx.planning.lazyzip import Deadlines
     from cudatx.planning.models import Plan
 
 
@@ -63,6 +64,20 @@ if TYPE_CHECKING:
     "environment's, else the one `uv venv` picks) and judge its loads, besides checking its "
     "wheels' paths; an existing environment is not compared.",
 )
+@click.option(
+    "--index-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Without an environment: the wall-clock limit on each request cudatx makes to an "
+    "index for a wheel's RECORD (default 60); past it, uv downloads the wheel.",
+)
+@click.option(
+    "--index-deadline",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Without an environment: the wall-clock limit on all of one file's requests to "
+    "indexes together (default 300).",
+)
 @strict_option
 @trial_options()
 @no_deps_option
@@ -75,6 +90,8 @@ def check_requirements(
     mode: str,
     require_env: bool,
     fresh: bool,
+    index_timeout: float | None,
+    index_deadline: float | None,
     strict: bool,
     trial: TrialRequest | None,
     target: Target,
@@ -93,6 +110,7 @@ def check_requirements(
     environment."""
     from cudatx.discover.target import hook_target
     from cudatx.planning.checkreq import check_file
+    from cudatx.planning.lazyzip import Deadlines
     from cudatx.render import checkreq as render
     from cudatx.render import colour
 
@@ -127,6 +145,9 @@ def check_requirements(
             mode=mode,
             fresh=fresh,
             as_json=as_json,
+            deadlines=Deadlines(
+                index_timeout or Deadlines().request_s, index_deadline or Deadlines().check_s
+            ),
         )
     # uv runs the environment's interpreter to resolve: refused where others can write it.
     # The environment the hook names (pre-commit's VIRTUAL_ENV is never it): asked anew
@@ -167,6 +188,7 @@ def _without_environment(
     mode: str,
     fresh: bool,
     as_json: bool,
+    deadlines: Deadlines,
 ) -> int:
     """The file alone, in an empty environment made for the check: of the interpreter of
     `chosen` (an environment), else of the one `uv venv` picks here."""
@@ -193,7 +215,7 @@ def _without_environment(
                     f"cudatx: --fresh: planning {names} into an empty Python "
                     f"{env.target.version} environment, and checking its wheels' paths"
                 )
-                wheels = Wheels(uv_cache, env.view.cache)
+                wheels = Wheels(uv_cache, env.view.cache, deadlines)
                 checks = [check_fresh(env, f, how, wheels, extras=extras, mode=mode) for f in files]
                 sites = env.target.site_packages
         else:
@@ -205,7 +227,7 @@ def _without_environment(
             )
             cache = open_cache() if target.use_cache else None
             try:
-                wheels = Wheels(uv_cache, cache)
+                wheels = Wheels(uv_cache, cache, deadlines)
                 checks = [
                     check_conflicts(said, f, how, wheels, extras=extras, mode=mode) for f in files
                 ]

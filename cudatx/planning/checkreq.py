@@ -41,6 +41,7 @@ from cudatx.planning.conflicts import (
     Unhashed,
     find_conflicts,
 )
+from cudatx.planning.lazyzip import Deadlines
 from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.reqfiles import Pin, RequirementsFile, read_requirements
@@ -315,11 +316,15 @@ def check_file(
 
 
 class Wheels:
-    """Where the wheels' RECORDs are read from: uv's cache folder, cudatx's scan cache."""
+    """Where the wheels' RECORDs are read from: uv's cache folder, cudatx's scan cache; and
+    how long an index is waited for (--index-timeout, --index-deadline)."""
 
-    def __init__(self, uv_cache: str, cache: ScanCache | None) -> None:
+    def __init__(
+        self, uv_cache: str, cache: ScanCache | None, deadlines: Deadlines | None = None
+    ) -> None:
         self.uv_cache = uv_cache
         self.cache = cache
+        self.deadlines = deadlines
 
 
 def _fresh_mode(mode: str, now: RequirementsFile) -> str:
@@ -353,6 +358,7 @@ def _records(
         uv_cache=wheels.uv_cache,
         options=(*planning.uv_options, *now.options),
         cache=wheels.cache,
+        deadlines=wheels.deadlines,
     )
 
 

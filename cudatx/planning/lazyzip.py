@@ -19,26 +19,68 @@ remote_metadata.rs). Two differences from pip's:
 A server that ignores `Range` answers 200 with the whole file: then it is read to its end
 into a temporary file and the member read from that (a download, counted as such). Every
 byte of every response body is counted in `transferred`.
+
+The index may be hostile (the pre-commit hook reads it on changes from strangers;
+design.md section 4, "a hostile index"): every byte from it is bounded in time, memory and disk, and
+only what was verified is said to be.
+
+- Time: each request has a wall-clock deadline (`Deadlines.request_s`), whatever the
+  server does: every read of its socket is given only the time left (`_Socket`), so a
+  server sending one byte a second cannot stretch it (a socket timeout alone, as
+  `urlopen(timeout=)` sets, is per read: CPython's socket.settimeout). The caller's
+  deadline for all its requests together (`Deadlines.check_s`) caps each one too.
+- Memory: each body is read against a budget: what the zip needs (the tail, the central
+  directory, the member's span; at most MAX_FETCH) and the file's length as the index
+  declared it, whichever is smaller. A 206 whose Content-Range or Content-Length is not the
+  span asked for is refused before its body is read (RFC 9110 section 14.4 lets a server
+  send less or other than asked; a reader that believes the header buffers what it claims).
+- Disk: a download writes at most the index's size of the wheel (else DOWNLOAD_CAP) to an
+  anonymous temporary file, and hashes the bytes as it writes them: the member is
+  `verified` only when the whole file's sha256 is the index's.
+- Parsing: what http.client cannot parse (a bad status line, over 100 headers, a line over
+  64 KiB, a bad chunk, a reset: http.client.HTTPException and OSError) is a RemoteError like
+  any refusal, so the caller falls back to uv.
 """
 
 from __future__ import annotations
 
+import hashlib
+import http.client
 import io
+import math
+import socket
+import ssl
 import tempfile
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
-from typing import IO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from cudatx.reading import MIB
 
 TAIL = 64 * 1024  # the first request: the end of central directory and, usually, the directory
 _SLACK = 1024  # local extra fields may be longer than the central ones
 MAX_FETCH = 64 * MIB  # one range larger than this is not a wheel's directory or RECORD
+# A download of a wheel whose size the index did not declare (PEP 700's `size`; HTML pages
+# have none): past this, uv downloads it (into its cache, which hashes what it keeps).
+DOWNLOAD_CAP = 1024 * MIB
+MAX_REQUESTS = 8  # per wheel: the tail, the directory, the member, and a few zipfile misses
+REDIRECTS = 4  # urllib follows 10; an index redirects a file once (to its CDN)
 _CHUNK = 1 << 20
-TIMEOUT_S = 60.0
+REQUEST_S = 60.0  # wall clock, one request: connect, headers, body
+CHECK_S = 300.0  # wall clock, all the requests of one check together
+
+
+class Deadlines(NamedTuple):
+    """How long an index is waited for, in seconds of wall clock (check-requirements'
+    --index-timeout and --index-deadline)."""
+
+    request_s: float = REQUEST_S
+    check_s: float = CHECK_S
 
 
 class RemoteError(Exception):
@@ -55,6 +97,9 @@ class Member(NamedTuple):
     transferred: int  # response body bytes read
     ranged: bool  # False: the server sent the whole file (a download)
     size: int  # the file's length
+    # The whole file was read and its sha256 is the one asked for: the member is the wheel's
+    # of that hash. Never so for range reads (they see a sliver of the file).
+    verified: bool = False
 
 
 # What zipfile raises on a damaged or hostile archive (zlib.error is not an OSError).
@@ -67,6 +112,11 @@ _ZIP_ERRORS = (
     ValueError,
     zlib.error,
 )
+# What reading an answer raises on one http.client cannot parse or the peer cut: a bad
+# status line, a line over 64 KiB or over 100 headers (http.client._MAXLINE, _MAXHEADERS;
+# LineTooLong and BadStatusLine are HTTPExceptions), a bad chunk size (IncompleteRead, or
+# the ValueError of int(line, 16) in _read_next_chunk_size), a reset, a timeout (OSErrors).
+_HTTP_ERRORS = (http.client.HTTPException, OSError, ValueError)
 
 Pick = Callable[[Sequence[str]], str | None]
 """Chooses the member to read from the zip's names; None: there is none to read."""
@@ -128,63 +178,176 @@ class _Sparse(io.RawIOBase):
         return len(data)
 
 
-class _Client:
-    """GETs of one URL, counting every body byte read."""
+# -- a request with a deadline ------------------------------------------------------------
 
-    def __init__(self, url: str, timeout: float) -> None:
-        self.url = url
-        self.timeout = timeout
-        self.transferred = 0
 
-    def open(self, header: str | None) -> IO[bytes]:
-        request = urllib.request.Request(self.url, headers={"Range": header} if header else {})
-        # The wheel's bytes, not a cached or transformed copy (pip sends the same).
-        request.add_header("Cache-Control", "no-cache")
-        request.add_header("Accept-Encoding", "identity")
-        try:
-            response: IO[bytes] = urllib.request.urlopen(request, timeout=self.timeout)
-        except urllib.error.HTTPError as exc:
-            exc.close()
-            raise RemoteError(f"HTTP {exc.code} {exc.reason}", self.transferred) from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise RemoteError(f"cannot fetch: {reason}", self.transferred) from None
-        return response
+class _Socket:
+    """A connection's socket whose every read gets only the time left before `deadline`
+    (time.monotonic()): http.client reads the status line, the headers and the body through
+    `makefile("rb")` (HTTPResponse.__init__), one recv at a time, and a socket timeout
+    restarts at each. The rest (sendall, close once no reader is open, as CPython's
+    socket.close() waits for its makefile()s) goes to the socket."""
 
-    def body(self, response: IO[bytes], limit: int, sink: IO[bytes] | None = None) -> bytes:
-        """The response body, at most `limit` bytes (more is an error); into `sink` if given."""
-        chunks: list[bytes] = []
-        total = 0
-        try:
-            while chunk := response.read(_CHUNK):
-                total += len(chunk)
-                self.transferred += len(chunk)
-                if total > limit:
-                    raise RemoteError(f"the server sent more than {limit} bytes", self.transferred)
-                if sink is not None:
-                    sink.write(chunk)
-                else:
-                    chunks.append(chunk)
-        except OSError as exc:
-            raise RemoteError(f"the transfer failed: {exc}", self.transferred) from None
-        finally:
-            response.close()
-        return b"".join(chunks)
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._readers = 0
+        self._closed = False
 
-    def fetch(self, start: int, end: int) -> bytes:
-        """Bytes [start, end) by a range request; anything but 206 and that span is an error."""
-        if end - start > MAX_FETCH:
-            raise RemoteError(f"a range of {end - start} bytes is not a wheel's directory")
-        response = self.open(f"bytes={start}-{end - 1}")
-        status = getattr(response, "status", None)
-        got = _content_range(response)
-        if status != 206 or got is None or got[0] != start:
-            response.close()
-            raise RemoteError("the server stopped answering range requests", self.transferred)
-        data = self.body(response, end - start)
-        if len(data) != end - start:
-            raise RemoteError("the server sent a short range", self.transferred)
-        return data
+    def makefile(self, mode: str = "rb", *args: object, **kwargs: object) -> io.BufferedReader:
+        if mode != "rb":  # http.client asks for nothing else
+            raise ValueError(f"mode {mode!r}")
+        self._readers += 1
+        return io.BufferedReader(_Reads(self))
+
+    def recv_into(self, buffer: memoryview) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline passed")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+    def release(self) -> None:
+        self._readers -= 1
+        if self._closed and self._readers <= 0:
+            self._sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._readers <= 0:
+            self._sock.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _Reads(io.RawIOBase):
+    """The reading end of a `_Socket` (socket.SocketIO with a deadline)."""
+
+    def __init__(self, sock: _Socket) -> None:
+        super().__init__()
+        self._socket = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._socket.recv_into(memoryview(buffer).cast("B"))
+
+    def close(self) -> None:
+        if not self.closed:
+            self._socket.release()
+        super().close()
+
+
+class _HTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()  # bounded by the timeout urllib gives: the time left
+        self.sock = _Socket(self.sock, self.deadline)
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def connect(self) -> None:
+        # The TLS handshake, in HTTPSConnection.connect, reads with the timeout urllib gives
+        # (the time left) per read; everything after it with the deadline.
+        super().connect()
+        self.sock = _Socket(self.sock, self.deadline)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_HTTPConnection, req, deadline=self._deadline)  # type: ignore[arg-type]
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: float) -> None:
+        self._tls = ssl.create_default_context()
+        super().__init__(context=self._tls)
+        self._deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(
+            _HTTPSConnection,  # type: ignore[arg-type]
+            req,
+            context=self._tls,
+            deadline=self._deadline,
+        )
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, fewer, to http and https only, and without reading the redirect's
+    body: CPython's http_error_302 reads it to its end (`fp.read()`) before following, an
+    unbounded read into memory."""
+
+    max_redirections = REDIRECTS
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
+            raise urllib.error.HTTPError(newurl, code, f"a redirect to {newurl}", headers, None)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    def http_error_302(
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: Any
+    ) -> IO[bytes] | None:
+        return super().http_error_302(req, _Unread(fp), code, msg, headers)  # type: ignore[arg-type]
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+class _Unread:
+    """A redirect's body, closed unread."""
+
+    def __init__(self, fp: IO[bytes]) -> None:
+        self._fp = fp
+
+    def read(self, *args: object) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        self._fp.close()
+
+
+def _opener(deadline: float) -> urllib.request.OpenerDirector:
+    """urllib's opener with only what a GET of a wheel needs (no ftp:, file: or data:, which
+    a redirect could otherwise reach), every connection under `deadline`."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),  # the http_proxy and https_proxy urlopen honours
+        urllib.request.UnknownHandler(),
+        _HTTPHandler(deadline),
+        _HTTPSHandler(deadline),
+        urllib.request.HTTPDefaultErrorHandler(),
+        _Redirects(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+def _header_int(response: IO[bytes], name: str) -> int | None:
+    headers = getattr(response, "headers", None)
+    value = (headers.get(name) if headers is not None else None) or ""
+    return int(value) if value.strip().isdigit() else None
 
 
 def _content_range(response: IO[bytes]) -> tuple[int, int, int] | None:
@@ -197,6 +360,102 @@ def _content_range(response: IO[bytes]) -> tuple[int, int, int] | None:
     if unit != "bytes" or not (first.isdigit() and last.isdigit() and length.isdigit()):
         return None
     return int(first), int(last), int(length)
+
+
+class _Client:
+    """GETs of one URL, counting every body byte read, each under its deadline."""
+
+    def __init__(self, url: str, request_s: float, deadline: float) -> None:
+        self.url = url
+        self.request_s = request_s
+        self.deadline = deadline  # the caller's, for all its requests (time.monotonic())
+        self.transferred = 0
+        self.requests = 0
+
+    def _late(self) -> RemoteError:
+        if self.deadline <= time.monotonic():
+            return RemoteError("the check's time for reading from the index ran out")
+        return RemoteError(f"a request took longer than {self.request_s:g} s")
+
+    def open(self, header: str | None) -> IO[bytes]:
+        if self.requests >= MAX_REQUESTS:
+            raise RemoteError(f"more than {MAX_REQUESTS} requests for one member")
+        self.requests += 1
+        now = time.monotonic()
+        until = min(now + self.request_s, self.deadline)
+        if until <= now:
+            raise self._late()
+        request = urllib.request.Request(self.url, headers={"Range": header} if header else {})
+        # The wheel's bytes, not a cached or transformed copy (pip sends the same).
+        request.add_header("Cache-Control", "no-cache")
+        request.add_header("Accept-Encoding", "identity")
+        try:
+            response: IO[bytes] = _opener(until).open(request, timeout=until - now)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise RemoteError(f"HTTP {exc.code} {exc.reason}") from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise self._late() from None
+            raise RemoteError(f"cannot fetch: {exc.reason}") from None
+        except TimeoutError:
+            raise self._late() from None
+        except _HTTP_ERRORS as exc:
+            raise RemoteError(f"a bad answer: {type(exc).__name__}: {exc}") from None
+        return response
+
+    def body(
+        self, response: IO[bytes], budget: int, sink: Callable[[bytes], object] | None = None
+    ) -> bytes:
+        """The response body, at most `budget` bytes (more is an error, and no more than one
+        byte over it is read); given to `sink` as it comes if there is one."""
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            while chunk := response.read(min(_CHUNK, budget + 1 - total)):
+                total += len(chunk)
+                self.transferred += len(chunk)
+                if total > budget:
+                    raise RemoteError(f"the server sent more than the {budget} bytes expected")
+                if sink is not None:
+                    sink(chunk)
+                else:
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise self._late() from None
+        except _HTTP_ERRORS as exc:
+            raise RemoteError(f"the transfer failed: {type(exc).__name__}: {exc}") from None
+        finally:
+            response.close()
+        return b"".join(chunks)
+
+    def ranged(self, response: IO[bytes], first: int, last: int, length: int) -> None:
+        """Refuse a 206 that is not exactly bytes first-last of a file of `length`, by its
+        headers, before its body is read."""
+        status = getattr(response, "status", None)
+        got = _content_range(response)
+        sent = _header_int(response, "Content-Length")
+        if status != 206 or got is None:
+            response.close()
+            raise RemoteError("the server stopped answering range requests")
+        if got != (first, last, length) or (sent is not None and sent != last - first + 1):
+            response.close()
+            said = f"Content-Range {got[0]}-{got[1]}/{got[2]}, Content-Length {sent}"
+            raise RemoteError(f"asked for bytes {first}-{last}/{length}, the server said {said}")
+
+    def fetch(self, start: int, end: int, length: int) -> bytes:
+        """Bytes [start, end) of the file of `length` by a range request; anything but 206
+        and that span is an error."""
+        if end - start > MAX_FETCH:
+            raise RemoteError(f"a range of {end - start} bytes is not a wheel's directory")
+        if self.transferred + end - start > 2 * MAX_FETCH:  # the directory and the member
+            raise RemoteError(f"more than {2 * MAX_FETCH // MIB} MiB of ranges for one member")
+        response = self.open(f"bytes={start}-{end - 1}")
+        self.ranged(response, start, end - 1, length)
+        data = self.body(response, end - start)
+        if len(data) != end - start:
+            raise RemoteError("the server sent a short range")
+        return data
 
 
 def _member(archive: IO[bytes], pick: Pick, limit: int, sparse: _Sparse | None) -> bytes:
@@ -227,42 +486,75 @@ def read_member(
     *,
     limit: int,
     size: int | None = None,
-    timeout: float = TIMEOUT_S,
-    download_limit: int = 1 << 40,
+    sha256: str | None = None,
+    request_s: float = REQUEST_S,
+    deadline: float = math.inf,
+    download_cap: int = DOWNLOAD_CAP,
 ) -> Member:
     """The member `pick` chooses from the zip at `url` (http or https), at most `limit`
-    bytes. `size`: the length the index gave, checked against the server's. Raises
-    RemoteError (with the bytes read before it) when it cannot be read."""
-    client = _Client(url, timeout)
+    bytes. `size` and `sha256`: the file's length and hash as the index gave them; the size
+    bounds every read and is checked against the server's, the hash is checked where the
+    whole file comes. `request_s`: each request's time; `deadline` (time.monotonic()): the
+    caller's, for all of them. Raises RemoteError (with the bytes read before it) when it
+    cannot be read."""
+    client = _Client(url, request_s, deadline)
     try:
-        response = client.open(f"bytes=-{TAIL}")
+        tail = min(TAIL, size) if size is not None else TAIL
+        if tail <= 0:
+            raise RemoteError("the index says the file is empty")
+        response = client.open(f"bytes=-{tail}")
         status = getattr(response, "status", None)
         if status == 206:
             got = _content_range(response)
-            if got is None:
-                response.close()
-                raise RemoteError("a 206 answer without Content-Range")
-            first, last, length = got
-            if size is not None and length != size:
-                response.close()
-                raise RemoteError(f"the server's file has {length} bytes; the index said {size}")
-            tail = client.body(response, last - first + 1)
-            sparse = _Sparse(client.fetch, length)
-            sparse.add(first, tail)
-            data = _member(sparse, pick, limit, sparse)  # type: ignore[arg-type]
-            return Member(data, client.transferred, True, length)
+            length = size if size is not None else got[2] if got is not None else 0
+            client.ranged(response, max(0, length - tail), length - 1, length)
+            data = client.body(response, min(tail, length))
+            if len(data) != min(tail, length):
+                raise RemoteError("the server sent a short range")
+            sparse = _Sparse(lambda start, end: client.fetch(start, end, length), length)
+            sparse.add(max(0, length - tail), data)
+            member = _member(sparse, pick, limit, sparse)  # type: ignore[arg-type]
+            return Member(member, client.transferred, True, length)
         if status != 200:
             response.close()
             raise RemoteError(f"HTTP {status}")
-        # No ranges: the whole file came; read it to the end, then the member from it.
-        with tempfile.TemporaryFile(prefix="cudatx-wheel-") as whole:
-            client.body(response, download_limit, sink=whole)
-            length = whole.tell()
-            if size is not None and length != size:
-                raise RemoteError(f"the server's file has {length} bytes; the index said {size}")
-            whole.seek(0)
-            data = _member(whole, pick, limit, None)
-        return Member(data, client.transferred, False, length)
+        return _download(client, response, pick, limit, size, sha256, download_cap)
     except RemoteError as exc:
         exc.transferred = client.transferred
         raise
+
+
+def _download(
+    client: _Client,
+    response: IO[bytes],
+    pick: Pick,
+    limit: int,
+    size: int | None,
+    sha256: str | None,
+    cap: int,
+) -> Member:
+    """No ranges: the whole file came. Written to an anonymous temporary file (nothing is
+    left in $TMPDIR, whatever happens) up to its declared size, hashed as it is written;
+    then the member read from it."""
+    budget = size if size is not None else cap
+    sent = _header_int(response, "Content-Length")
+    if sent is not None and (sent > budget or (size is not None and sent != size)):
+        response.close()
+        raise RemoteError(f"the server would send {sent} bytes; the index said {size}")
+    digest = hashlib.sha256()
+    with tempfile.TemporaryFile(prefix="cudatx-wheel-") as whole:
+
+        def keep(chunk: bytes) -> None:
+            digest.update(chunk)
+            whole.write(chunk)
+
+        client.body(response, budget, sink=keep)
+        length = whole.tell()
+        if size is not None and length != size:
+            raise RemoteError(f"the server's file has {length} bytes; the index said {size}")
+        verified = sha256 is not None and digest.hexdigest() == sha256.lower()
+        if sha256 is not None and not verified:
+            raise RemoteError("the server's file is not the sha256 the index gave")
+        whole.seek(0)
+        data = _member(whole, pick, limit, None)
+    return Member(data, client.transferred, False, length, verified)

@@ -14,20 +14,29 @@ In this order, for each wheel:
    and the archive id the link names; its RECORD is `<name>-<version>.dist-info/RECORD`
    in the archive;
 3. cudatx's own cache (the scan cache, `CUDATX_CACHE_DIR`), where an earlier check read the
-   RECORD of the wheel with this sha256 over the network;
+   RECORD over the network, under what it was verified as (see below);
 4. the index: HTTP range requests for the zip's directory and its RECORD
    (cudatx.planning.lazyzip), several wheels at once; a server that ignores ranges sends the
    whole wheel, which is read (a download);
 5. uv itself, where cudatx's own request failed (credentials or a proxy only uv knows, an
-   index that refuses the request): the wheel is staged with uv (`--no-deps`, into a
-   temporary prefix), which downloads it into uv's cache, and read as in 2, else from the
-   staged copy's installed RECORD.
+   index that refuses the request, or stalls, or lies: every failure of 4.): the wheel is
+   staged with uv (`--no-deps`, into a temporary prefix), which downloads it into uv's
+   cache, and read as in 2, else from the staged copy's installed RECORD. Once, for all the
+   wheels that failed; where uv fails too, one line names each wheel, its index host and
+   why (UvFailed, exit 13).
 
 Every path is put as the wheel installs it, relative to the site folder: a wheel's
 `NAME-VERSION.data/<scheme>/` members go where uv puts them (purelib and platlib into the
 site folder, scripts into bin/, data into the prefix, headers into include/site/...).
-A RECORD read over the network is not checked against the wheel's sha256 (that needs the
-whole wheel); the index's own hash names it in the cache.
+The index may be hostile (the hook runs on changes from strangers): every request has a
+byte budget and a deadline (cudatx.planning.lazyzip), and all of one check's requests one
+deadline together (`Deadlines`, resolved by the CLI and passed down). Only what was
+verified is believed beyond the answer it came in: a RECORD read by range requests cannot
+be checked against the wheel's sha256 (that needs the whole wheel), so it is cached under
+the URL it came from (its index's origin) and the hash that index claimed, never as "the
+RECORD of that sha256", which any index can claim; an entry under the bare sha256 is
+written only where the whole wheel was downloaded and hashed to it. A RECORD from anywhere
+gets an installed RECORD's limits (cudatx.reading.MAX_RECORD, MAX_RECORD_ROWS).
 """
 
 from __future__ import annotations
@@ -36,17 +45,19 @@ import os
 import posixpath
 import re
 import tempfile
+import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
 from cudatx.cache import ScanCache
-from cudatx.discover.dists import parse_record
+from cudatx.discover.dists import parse_record, refuse_rows
 from cudatx.errors import UnreadableFile
 from cudatx.models import Frozen, PythonTarget, RecordEntry
 from cudatx.names import canonical_name
-from cudatx.planning.lazyzip import RemoteError, read_member
+from cudatx.planning.lazyzip import Deadlines, RemoteError, read_member
 from cudatx.planning.resolve import Wheel
 from cudatx.planning.stage import Arrival, stage
 from cudatx.reading import MAX_RECORD, MIB, read_bounded
@@ -54,7 +65,10 @@ from cudatx.uv import UvFailed
 
 WORKERS = 8  # range requests in flight at once
 _POINTER_LIMIT = 1 * MIB
-_CACHE_KIND = "wheel-record"
+# Not "wheel-record", the kind cudatx <= 0.x kept range reads under by sha256 alone: those
+# entries are never read again.
+_BY_HASH = "wheel-record-hashed"  # key: the sha256 the whole wheel's bytes hashed to
+_BY_URL = "wheel-record-url"  # key: the URL it was read from; state: the sha256 claimed there
 _DIST_INFO = re.compile(r"^([^/]+)-[^/-]+\.dist-info$")
 _SCHEMES = ("purelib", "platlib", "scripts", "data", "headers")
 
@@ -159,6 +173,9 @@ def _parse(text: str, where: str) -> tuple[RecordEntry, ...]:
 
 
 def _decode(data: bytes, where: str) -> str:
+    """RECORD's text, refused past an installed RECORD's rows (its bytes are bounded by the
+    read, MAX_RECORD): a RECORD from a wheel or an index is read as one from a dist-info."""
+    refuse_rows(data, where)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -244,18 +261,63 @@ class _Remote(NamedTuple):
     transferred: int
     ranged: bool
     why: str | None  # why it could not be read this way
+    verified: bool = False  # the whole wheel was read and hashed to its sha256
 
 
-def _from_index(wheel: Wheel) -> _Remote:
+def _from_index(wheel: Wheel, deadlines: Deadlines, until: float) -> _Remote:
+    """`until`: the check's deadline (time.monotonic()). A RECORD past the rows cudatx reads
+    is refused (UnreadableFile), not handed to uv: the wheel's own RECORD is too long."""
     assert wheel.url is not None
     try:
-        got = read_member(wheel.url, _record_member(wheel.name), limit=MAX_RECORD, size=wheel.size)
+        got = read_member(
+            wheel.url,
+            _record_member(wheel.name),
+            limit=MAX_RECORD,
+            size=wheel.size,
+            sha256=wheel.sha256,
+            request_s=deadlines.request_s,
+            deadline=until,
+        )
     except RemoteError as exc:
         return _Remote(None, exc.transferred, True, exc.reason)
     try:
-        return _Remote(_decode(got.data, wheel.filename), got.transferred, got.ranged, None)
-    except UnreadableFile as exc:
-        return _Remote(None, got.transferred, got.ranged, exc.message)
+        text = got.data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _Remote(None, got.transferred, got.ranged, f"RECORD is not UTF-8 ({exc.reason})")
+    refuse_rows(got.data, f"{wheel.filename} from {_host(wheel.url)}")
+    return _Remote(text, got.transferred, got.ranged, None, got.verified)
+
+
+def _host(url: str) -> str:
+    """The index's host (and port), as a user reads it: never the credentials of a URL."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else url
+
+
+def _url_key(url: str) -> str:
+    """The URL a range read is cached under: its origin and path, without credentials or
+    fragment (a cache file must not keep a password)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def _cached(cache: ScanCache, wheel: Wheel) -> str | None:
+    """The RECORD an earlier check read of `wheel`: verified by its sha256, or read from
+    this very URL with this very sha256 claimed (see the module docstring)."""
+    if wheel.sha256 and (text := cache.get(_BY_HASH, wheel.sha256, "1")) is not None:
+        return text
+    if wheel.url:
+        return cache.get(_BY_URL, _url_key(wheel.url), wheel.sha256 or "")
+    return None
+
+
+def _cache(cache: ScanCache, wheel: Wheel, got: _Remote) -> None:
+    assert got.text is not None and wheel.url is not None
+    if got.verified and wheel.sha256:
+        cache.put(_BY_HASH, wheel.sha256, "1", got.text)
+    else:
+        cache.put(_BY_URL, _url_key(wheel.url), wheel.sha256 or "", got.text)
 
 
 # -- all of them ------------------------------------------------------------------------------
@@ -270,9 +332,14 @@ def read_records(
     options: Sequence[str],
     cache: ScanCache | None,
     workers: int = WORKERS,
+    deadlines: Deadlines | None = None,
 ) -> tuple[WheelRecord, ...]:
     """Every wheel's RECORD rows, as installed (see the module docstring for the order).
-    `options`: uv's words for where wheels come from, for a wheel only uv can fetch."""
+    `options`: uv's words for where wheels come from, for a wheel only uv can fetch.
+    `deadlines`: each request's, and all of this call's requests' together (by default
+    lazyzip's REQUEST_S and CHECK_S)."""
+    deadlines = deadlines or Deadlines()
+    until = time.monotonic() + deadlines.check_s
     texts: dict[str, tuple[str, WheelRead]] = {}
 
     def done(
@@ -295,11 +362,7 @@ def read_records(
             done(wheel, _from_file(wheel), Source.FILE)
         elif (text := from_uv_cache(uv_cache, wheel)) is not None:
             done(wheel, text, Source.UV_CACHE)
-        elif (
-            cache is not None
-            and wheel.sha256
-            and (text := cache.get(_CACHE_KIND, wheel.sha256, "1")) is not None
-        ):
+        elif cache is not None and (text := _cached(cache, wheel)) is not None:
             done(wheel, text, Source.CUDATX_CACHE)
         else:
             remote.append(wheel)
@@ -307,19 +370,22 @@ def read_records(
     over_http = [w for w in remote if w.url and w.url.startswith(("http://", "https://"))]
     if over_http:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(over_http)))) as pool:
-            fetched = list(zip(over_http, pool.map(_from_index, over_http), strict=True))
+            answers = pool.map(lambda w: _from_index(w, deadlines, until), over_http)
+            fetched = list(zip(over_http, answers, strict=True))
     failed: list[tuple[Wheel, str, int]] = [
         (w, "not an http or https URL", 0) for w in remote if w not in over_http
     ]
-    for wheel, got in fetched:
-        if got.text is None:
-            failed.append((wheel, got.why or "unreadable", got.transferred))
+    for wheel, answer in fetched:
+        if answer.text is None:
+            assert wheel.url is not None
+            failure = f"from {_host(wheel.url)}: {answer.why or 'unreadable'}"
+            failed.append((wheel, failure, answer.transferred))
             continue
-        source = Source.RANGE if got.ranged else Source.DOWNLOAD
-        why = None if got.ranged else "the server does not answer range requests"
-        done(wheel, got.text, source, got.transferred, why)
-        if cache is not None and wheel.sha256:
-            cache.put(_CACHE_KIND, wheel.sha256, "1", got.text)
+        source = Source.RANGE if answer.ranged else Source.DOWNLOAD
+        why = None if answer.ranged else "the server does not answer range requests"
+        done(wheel, answer.text, source, answer.transferred, why)
+        if cache is not None:
+            _cache(cache, wheel, answer)
     staged = _through_uv(failed, layout, uv=uv, uv_cache=uv_cache, options=options)
     out = []
     for wheel in wheels:
