@@ -5,16 +5,22 @@ section 14: `bytes=a-b`, `bytes=a-`, `bytes=-n`, one range per request, answered
 Content-Range), switchable off (then every GET is answered 200 with the whole file, as a
 server without range support does), a list of User-Agents to refuse (403, as an index that
 wants credentials only uv has), and a count of the body bytes sent to each User-Agent (uv
-sends `uv/...`, cudatx's urllib `Python-urllib/...`).
+sends `uv/...`, cudatx's urllib `Python-urllib/...`). With `sizes`, a client that asks for
+PEP 691's JSON gets it, with each file's size (PEP 700) and its METADATA apart (PEP 658,
+`/files/NAME.whl.metadata`), so uv resolves without reading the wheel. `hostile` may answer
+a wheel's GET itself, or swap the bytes served (tests/support/hostile_index.py). It listens
+on 127.0.0.1 only, and stops by itself after `lifetime` seconds.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
+import zipfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,6 +43,11 @@ class Served:
         default_factory=list
     )  # agent, path, range, status
     lock: threading.Lock = field(default_factory=threading.Lock)
+    sizes: bool = False  # PEP 691 JSON (with PEP 700 sizes, PEP 658 metadata) when asked
+    # (the handler, the wheel's file name, its bytes) -> the bytes to serve, or None where it
+    # answered the request itself
+    hostile: Callable[[BaseHTTPRequestHandler, str, bytes], bytes | None] | None = None
+    stop: threading.Event = field(default_factory=threading.Event)  # set as the server stops
 
     def sent_to(self, agent: str) -> int:
         with self.lock:
@@ -58,6 +69,49 @@ def _page(served: Served, project: str) -> bytes | None:
     if not links:
         return None
     return ("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n").encode()
+
+
+def _json_page(served: Served, project: str) -> bytes | None:
+    files: list[dict[str, object]] = []
+    versions: set[str] = set()
+    for wheel in sorted(served.folder.glob("*.whl")):
+        name, version, _, _ = parse_wheel_filename(wheel.name)
+        if canonicalize_name(name) != project:
+            continue
+        data = wheel.read_bytes()
+        metadata = hashlib.sha256(_metadata(data)).hexdigest()
+        files.append(
+            {
+                "filename": wheel.name,
+                "url": f"/files/{wheel.name}",
+                "hashes": {"sha256": hashlib.sha256(data).hexdigest()},
+                "size": len(data),
+                "core-metadata": {"sha256": metadata},
+                "requires-python": None,
+                "yanked": False,
+            }
+        )
+        versions.add(str(version))
+    if not files:
+        return None
+    page = {
+        "meta": {"api-version": "1.1"},
+        "name": project,
+        "versions": sorted(versions),
+        "files": files,
+    }
+    return json.dumps(page).encode()
+
+
+def _metadata(wheel: bytes) -> bytes:
+    import io
+
+    with zipfile.ZipFile(io.BytesIO(wheel)) as zf:
+        (member,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        return zf.read(member)
+
+
+_JSON = "application/vnd.pypi.simple.v1+json"
 
 
 def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
@@ -95,12 +149,19 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("#", 1)[0].split("?", 1)[0]
             if path.startswith("/simple/"):
                 project = canonicalize_name(path[len("/simple/") :].strip("/"))
-                page = _page(served, project)
+                as_json = served.sizes and _JSON in self.headers.get("Accept", "")
+                page = _json_page(served, project) if as_json else _page(served, project)
                 if page is None:
                     self._send(404, b"not found\n", {}, head)
                 else:
-                    self._send(200, page, {"Content-Type": "text/html"}, head)
+                    kind = _JSON if as_json else "text/html"
+                    self._send(200, page, {"Content-Type": kind}, head)
                 return
+            if served.sizes and path.startswith("/files/") and path.endswith(".whl.metadata"):
+                wheel = served.folder / path[len("/files/") : -len(".metadata")]
+                if "/" not in path[len("/files/") :] and wheel.is_file():
+                    self._send(200, _metadata(wheel.read_bytes()), {}, head)
+                    return
             wheel = served.folder / path[len("/files/") :]
             if (
                 not path.startswith("/files/")
@@ -110,6 +171,13 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
                 self._send(404, b"not found\n", {}, head)
                 return
             data = wheel.read_bytes()
+            if served.hostile is not None and not head:
+                swapped = served.hostile(self, wheel.name, data)
+                if swapped is None:
+                    self._note(0)
+                    self.close_connection = True
+                    return
+                data = swapped
             asked = self.headers.get("Range")
             if not served.ranges or not asked:
                 extra = {"Accept-Ranges": "bytes"} if served.ranges else {}
@@ -145,16 +213,28 @@ def _handler(served: Served) -> type[BaseHTTPRequestHandler]:
 
 @contextmanager
 def serve_index(
-    folder: Path, *, ranges: bool = True, refuse: tuple[str, ...] = ()
+    folder: Path,
+    *,
+    ranges: bool = True,
+    refuse: tuple[str, ...] = (),
+    sizes: bool = False,
+    hostile: Callable[[BaseHTTPRequestHandler, str, bytes], bytes | None] | None = None,
+    lifetime: float = 600.0,
 ) -> Iterator[tuple[str, Served]]:
-    """(the index URL, `http://127.0.0.1:PORT/simple`, and what the server did)."""
-    served = Served(folder, ranges=ranges, refuse=refuse)
+    """(the index URL, `http://127.0.0.1:PORT/simple`, and what the server did). The server
+    stops when the block ends, or after `lifetime` seconds, whichever comes first."""
+    served = Served(folder, ranges=ranges, refuse=refuse, sizes=sizes, hostile=hostile)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(served))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    watchdog = threading.Timer(lifetime, server.shutdown)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/simple", served
     finally:
+        watchdog.cancel()
+        served.stop.set()  # a hostile answer in progress ends at its next step
         server.shutdown()
         server.server_close()
         thread.join()
