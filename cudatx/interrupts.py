@@ -113,6 +113,35 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP noted, not acted on, while the block runs; the first one
+    noted is sent again as the block ends, to the handlers it would have met (raised as
+    KeyboardInterrupt or Terminated, or ending the process where that is their default).
+    For a step an exception must not cut in two: starting a child, whose pid the caller has
+    only once Popen returns (a signal while Popen waits for the exec would leave a child no
+    one kills). Not pthread_sigmask: a child inherits a blocked mask across exec(2)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def note(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    old = {}
+    for signum in ENDING:
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            old[signum] = signal.signal(signum, note)
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+        if pending:
+            signal.raise_signal(pending[0])
+
+
 def run_in_group(
     argv: Sequence[str],
     *,
@@ -126,26 +155,29 @@ def run_in_group(
     (KeyboardInterrupt, Terminated), which is raised again once the group is gone."""
     import subprocess
 
-    with subprocess.Popen(
-        list(argv),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    ) as child:
-        try:
-            out, err = child.communicate(input)
-        except BaseException:
+    child: subprocess.Popen[str] | None = None
+    try:
+        with deferred():  # a signal now is raised once `child` is known
+            child = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                start_new_session=True,
+            )
+        out, err = child.communicate(input)
+    except BaseException:
+        if child is not None:
             kill_group(child.pid)
             with held():
                 child.wait()  # reaped before the caller removes what it worked in
-            raise
-        # What it left behind (a `--trial-cmd`'s `sleep &`). The leader is reaped by now, but
-        # its id stays the group's while a member lives (a pid is not reused while a
-        # process group holds it), and with none left killpg finds nothing.
-        kill_group(child.pid)
+        raise
+    # What it left behind (a `--trial-cmd`'s `sleep &`). The leader is reaped by now, but its
+    # id stays the group's while a member lives (a pid is not reused while a process group
+    # holds it), and with none left killpg finds nothing.
+    kill_group(child.pid)
     return subprocess.CompletedProcess(list(argv), child.returncode, out, err)
 
 
