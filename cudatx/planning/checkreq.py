@@ -284,8 +284,10 @@ def check_file(
         mode = "sync" if complete else "install"
     if not planning.allow_build:
         # Named by their lines before uv sees them: a checked repository's own code (an
-        # editable, a local folder, a VCS or sdist URL) must not run on a reviewer's machine.
-        building.refuse(building.unbuilt_pins(now.entries))
+        # editable, a local folder, a VCS or sdist URL) must not run on a reviewer's machine,
+        # nor an sdist its `--no-binary` lines have uv build (cudatx hands uv the file's
+        # options, not the file: its own are named here, by their lines).
+        building.refuse([*building.unbuilt_pins(now.entries), *now.builds])
     if mode == "install" and not now.entries:
         plan = plan_change(env, (), (), PlanOptions())  # nothing to install: nothing changes
     else:
@@ -394,10 +396,15 @@ def check_conflicts(
     path with different bytes?"""
     now, before = _read(path, target, extras)
     mode = _fresh_mode(mode, now)
-    # uv builds an editable even under --no-build (cudatx.planning.building): named by its
-    # line before uv sees it, as check_file does. This check never builds, --allow-build or
-    # not: that is --fresh's (or an environment's) to do.
-    unbuilt = building.unbuilt_pins(now.entries)
+    # uv builds an editable even under --no-build, and what a `no-binary` setting names
+    # (cudatx.planning.building): named by its line before uv sees it, as check_file does.
+    # This check never builds, --allow-build or not: that is --fresh's (or an
+    # environment's) to do.
+    unbuilt = [
+        *building.unbuilt_pins(now.entries),
+        *now.builds,
+        *building.unbuilt_settings(target.markers),
+    ]
     if unbuilt and planning.allow_build:
         raise UsageError(
             f"{needs_build(unbuilt).partition(': pass')[0]}: the check without an environment "
