@@ -166,6 +166,10 @@ _NO_BUILD = re.compile(
 )
 
 
+# A line of uv's that starts a part of its own ("cause: ...", "hint: ..."), not one that goes
+# on with the error's message.
+_LABELLED = re.compile(r"^(?:cause|hint|help|warning|tip|note|error):")
+
 _FAILED_TO_BUILD = re.compile(r"Failed to (?:download and build|build|download) `([^`]+)`")
 
 
@@ -190,6 +194,7 @@ def _run(
     tied: bool,
     pass_fds: Sequence[int],
     heard: Callable[[str], None] | None,
+    timeout: float | None = None,
 ) -> subprocess.CompletedProcess[str]:
     options: dict[str, Any] = {
         "text": True,
@@ -200,8 +205,20 @@ def _run(
         "pass_fds": tuple(pass_fds),
     }
     if heard is None:
-        return subprocess.run(argv, check=False, **options)
+        # subprocess.run kills uv and reaps it when the time is up (TimeoutExpired).
+        return subprocess.run(argv, check=False, timeout=timeout, **options)
     with subprocess.Popen(argv, **options) as started:
+        # The lines are read as uv writes them, so the time is kept by a timer that kills uv:
+        # its pipes then close and the reads below end.
+        fired = threading.Event()
+
+        def kill() -> None:
+            fired.set()
+            started.kill()
+
+        timer = threading.Timer(timeout, kill) if timeout is not None else None
+        if timer is not None:
+            timer.start()
         stdout, stderr = started.stdout, started.stderr
         assert stdout is not None and stderr is not None
         out: list[str] = []
@@ -214,6 +231,10 @@ def _run(
             heard(line.strip())
         reader.join()
         code = started.wait()
+        if timer is not None:
+            timer.cancel()
+        if fired.is_set() and timeout is not None:
+            raise subprocess.TimeoutExpired(list(argv), timeout)
     return subprocess.CompletedProcess(list(argv), code, "".join(out), "".join(err))
 
 
@@ -224,6 +245,7 @@ def run_uv(
     tied: bool = False,
     pass_fds: Sequence[int] = (),
     heard: Callable[[str], None] | None = None,
+    timeout: float | None = None,
 ) -> str:
     """Run uv; its stdout and stderr together. A failure is UvFailed with uv's own error.
 
@@ -231,23 +253,33 @@ def run_uv(
     `pass_fds`: descriptors it inherits (the transaction's lock, so that no rollback can
     start while a uv of the transaction still runs); `heard`: told each line uv writes on
     stderr as it writes it (uv's "Downloading torch (846.0MiB)", which it prints off a
-    terminal too), so that a wait can say what it waits for."""
+    terminal too), so that a wait can say what it waits for; `timeout`: seconds of wall clock
+    uv may take before it is killed (UvFailed): uv's own HTTP timeout is per read, so an index
+    that trickles holds it for ever (cudatx.planning.lazyzip)."""
     argv = [uv, *args]
     try:
-        done = _run(argv, tied=tied, pass_fds=pass_fds, heard=heard)
+        done = _run(argv, tied=tied, pass_fds=pass_fds, heard=heard, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise UvFailed(
+            f"uv {' '.join(args[:2])} was stopped after {timeout:.0f} s of wall clock, "
+            "with no answer"
+        ) from None
     except OSError as exc:
         raise UvFailed(f"cannot run {uv}: {exc.strerror or exc}") from None
     if done.returncode != 0:
         lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-        # Without a terminal uv prints "error: ...", then "cause: ..." lines, then hints: the
-        # error and its causes, on one line, are uv's own message; the last line is the
-        # fallback for anything else.
+        # Without a terminal uv prints "error: ...", lines that go on with its message (the
+        # text of an EXTERNALLY-MANAGED marker, indented), then "cause: ..." lines, then
+        # hints: the error, what goes on with it and its causes, on one line, are uv's own
+        # message; the last line is the fallback for anything else.
         at = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), None)
         if at is None:
             last = lines[-1] if lines else ""
         else:
-            causes = [ln for ln in lines[at + 1 :] if ln.startswith("cause:")]
-            last = "; ".join([lines[at], *causes])
+            rest = lines[at + 1 :]
+            ends = next((i for i, ln in enumerate(rest) if _LABELLED.match(ln)), len(rest))
+            causes = [ln for ln in rest if ln.startswith("cause:")]
+            last = "; ".join([" ".join([lines[at], *rest[:ends]]), *causes])
         if done.returncode < 0:
             last = f"killed by signal {-done.returncode}"
         unbuilt = _unbuilt(done.stderr or done.stdout)

@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -338,12 +339,15 @@ def _fresh_mode(mode: str, now: RequirementsFile) -> str:
 
 
 def _resolve(
-    target: PythonTarget, now: RequirementsFile, planning: Planning, mode: str
+    target: PythonTarget, now: RequirementsFile, planning: Planning, mode: str, until: float
 ) -> Resolved:
     with tempfile.TemporaryDirectory(prefix="cudatx-check-") as folder:
         written = _write(now.entries, folder)
         options = (*planning.uv_options, *now.options)
-        return resolve(planning.uv(), target.prefix, written, options, no_deps=mode == "sync")
+        left = max(1.0, until - time.monotonic())
+        return resolve(
+            planning.uv(), target.prefix, written, options, no_deps=mode == "sync", timeout=left
+        )
 
 
 def _records(
@@ -352,6 +356,7 @@ def _records(
     planning: Planning,
     now: RequirementsFile,
     wheels: Wheels,
+    until: float,
 ) -> tuple[WheelRecord, ...]:
     return read_records(
         resolved.wheels,
@@ -361,6 +366,7 @@ def _records(
         options=(*planning.uv_options, *now.options),
         cache=wheels.cache,
         deadlines=wheels.deadlines,
+        until=until,
     )
 
 
@@ -372,8 +378,11 @@ def _conflicts(
     mode: str,
     wheels: Wheels,
 ) -> tuple[Resolved, tuple[WheelRecord, ...], Blamer, tuple[Conflict, ...], tuple[Unhashed, ...]]:
-    resolved = _resolve(target, now, planning, mode)
-    records = _records(target, resolved, planning, now, wheels)
+    # One deadline for the check's every wait on the index: uv's resolution, cudatx's own
+    # reads, and uv's download of what cudatx could not read (--index-deadline).
+    until = time.monotonic() + (wheels.deadlines or Deadlines()).check_s
+    resolved = _resolve(target, now, planning, mode, until)
+    records = _records(target, resolved, planning, now, wheels, until)
     blamer = Blamer(now.entries, resolved, before.entries if before is not None else None)
     majors = {
         w.name: major for w in resolved.wheels if (major := cuda_major_of_name(w.name)) is not None

@@ -87,10 +87,12 @@ def resolve(
     options: Sequence[str],
     *,
     no_deps: bool = False,
+    timeout: float | None = None,
 ) -> Resolved:
     """The wheels `uv pip install -r REQUIREMENTS` would install into the empty environment
     at `python` (its folder), and what brings each in. `no_deps`: exactly what the file
-    lists (a lock file, `uv pip sync`)."""
+    lists (a lock file, `uv pip sync`); `timeout`: the seconds each uv is given (an index
+    that trickles holds uv for ever: cudatx.uv.run_uv)."""
     # Without ALLOW_BUILD, pip_argv adds --only-binary :all:, last.
     words = [w for w in options if w not in _COMPILE_FLAGS_DROPPED and w != ALLOW_BUILD]
     flags = ["--no-deps"] if no_deps else []
@@ -104,8 +106,9 @@ def resolve(
         )
         # Both at once: each mostly waits on the index (uv revalidates its cached pages).
         with ThreadPoolExecutor(max_workers=2) as pool:
-            said = pool.submit(run_uv, uv, [*locking, "-o", lock, "--no-header", requirements])
-            annotated = run_uv(uv, [*annotating, "--no-header", requirements])
+            locked = [*locking, "-o", lock, "--no-header", requirements]
+            said = pool.submit(run_uv, uv, locked, timeout=timeout)
+            annotated = run_uv(uv, [*annotating, "--no-header", requirements], timeout=timeout)
             output = said.result()
         with open(lock, "rb") as handle:
             text = handle.read().decode("utf-8")

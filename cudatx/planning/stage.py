@@ -101,10 +101,12 @@ def stage(
     folder: str,
     options: Sequence[str],
     heard: Callable[[str], None] | None = None,
+    timeout: float | None = None,
 ) -> tuple[Distribution, ...]:
     """Install `arriving` under `folder` as uv would into the environment at `prefix`
     (whose site folder is `site`), and read them back: their `site` is the staged one;
-    `heard` is told each line uv writes on stderr (its downloads).
+    `heard` is told each line uv writes on stderr (its downloads); `timeout`: the seconds uv
+    is given (cudatx.uv.run_uv).
 
     `--python` gives uv the target interpreter, so it picks the wheels the real install
     would (same tags); `--no-deps` because the dry run already chose every distribution.
@@ -113,7 +115,7 @@ def stage(
         return ()
     with _no_new_lock_file(prefix):
         argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", options=options)
-        run_uv(uv, [*argv, *(a.spec for a in arriving)], heard=heard)
+        run_uv(uv, [*argv, *(a.spec for a in arriving)], heard=heard, timeout=timeout)
     staged_site = os.path.join(folder, os.path.relpath(site, prefix))
     staged, _ = scan_distributions((staged_site,))
     wanted = {a.name for a in arriving}

@@ -333,13 +333,15 @@ def read_records(
     cache: ScanCache | None,
     workers: int = WORKERS,
     deadlines: Deadlines | None = None,
+    until: float | None = None,
 ) -> tuple[WheelRecord, ...]:
     """Every wheel's RECORD rows, as installed (see the module docstring for the order).
     `options`: uv's words for where wheels come from, for a wheel only uv can fetch.
     `deadlines`: each request's, and all of this call's requests' together (by default
-    lazyzip's REQUEST_S and CHECK_S)."""
+    lazyzip's REQUEST_S and CHECK_S); `until`: the check's own deadline (time.monotonic()),
+    where its uv steps before this one count against it too."""
     deadlines = deadlines or Deadlines()
-    until = time.monotonic() + deadlines.check_s
+    until = time.monotonic() + deadlines.check_s if until is None else until
     texts: dict[str, tuple[str, WheelRead]] = {}
 
     def done(
@@ -386,7 +388,7 @@ def read_records(
         done(wheel, answer.text, source, answer.transferred, why)
         if cache is not None:
             _cache(cache, wheel, answer)
-    staged = _through_uv(failed, layout, uv=uv, uv_cache=uv_cache, options=options)
+    staged = _through_uv(failed, layout, uv=uv, uv_cache=uv_cache, options=options, until=until)
     out = []
     for wheel in wheels:
         if wheel.name in staged:
@@ -405,8 +407,10 @@ def _through_uv(
     uv: Callable[[], str],
     uv_cache: str,
     options: Sequence[str],
+    until: float,
 ) -> dict[str, WheelRecord]:
-    """5.: the wheels cudatx could not read itself, staged with uv (which downloads them)."""
+    """5.: the wheels cudatx could not read itself, staged with uv (which downloads them),
+    once, in what is left of the check's time (`until`, time.monotonic())."""
     if not failed:
         return {}
     arrivals = [
@@ -417,7 +421,10 @@ def _through_uv(
     ]
     with tempfile.TemporaryDirectory(prefix="cudatx-fetch-") as folder:
         try:
-            staged = stage(uv(), layout.prefix, layout.site, arrivals, folder, options)
+            left = max(1.0, until - time.monotonic())
+            staged = stage(
+                uv(), layout.prefix, layout.site, arrivals, folder, options, timeout=left
+            )
         except UvFailed as exc:
             reasons = "; ".join(f"{w.filename}: {why}" for w, why, _ in failed)
             message = f"cannot read the RECORD of every wheel ({reasons}); {exc.message}"

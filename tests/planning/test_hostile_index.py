@@ -150,6 +150,23 @@ def test_where_uv_fails_too_one_line_names_the_index(wheels: Path, tmp_path: Pat
     assert f"from {host}: " in error and "BadStatusLine" in error, error
 
 
+def test_an_index_that_trickles_to_uv_too_ends_at_the_checks_deadline(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """The index trickles its wheels to uv as well as to cudatx (uv resolves from PEP 658
+    metadata alone, then waits on the download; uv's own HTTP timeout is per read, so one
+    byte a second holds it for ever). The check's deadline (--index-deadline 20) bounds uv's
+    fallback too: one line naming uv's step and the deadline, exit 13, well inside the
+    subprocess's timeout (before: uv ran on until killed with the test)."""
+    with serve_hostile(
+        wheels, Behaviour.TRICKLE_BODY, to=("Python-urllib", "uv"), sizes=True, pace=0.5
+    ) as (index, _):
+        done = _check(tmp_path, index)
+    assert done.returncode == UV, done.stderr
+    (error,) = _errors(done)
+    assert "wall clock" in error and "uv pip install" in error, error
+
+
 def test_a_poisoned_record_is_not_believed_elsewhere(wheels: Path, tmp_path: Path) -> None:
     """An index lists the real alpha's name, size and sha256 but sends cudatx's range
     requests a fake alpha without pkg/_x.so. The first check believes it (range reads cannot
