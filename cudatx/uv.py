@@ -226,13 +226,21 @@ def _run(
         reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
         reader.start()
         err: list[str] = []
-        for line in stderr:
-            err.append(line)
-            heard(line.strip())
+        try:
+            for line in stderr:
+                err.append(line)
+                heard(line.strip())
+        except BaseException:
+            # An interrupt (SIGINT, or SIGTERM/SIGHUP: cudatx.interrupts) while uv runs: uv
+            # goes too. Popen's __exit__ would wait for it (for ever, on an index that
+            # trickles), where subprocess.run kills it.
+            started.kill()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
         reader.join()
         code = started.wait()
-        if timer is not None:
-            timer.cancel()
         if fired.is_set() and timeout is not None:
             raise subprocess.TimeoutExpired(list(argv), timeout)
     return subprocess.CompletedProcess(list(argv), code, "".join(out), "".join(err))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from cudatx import __version__
+from cudatx import __version__, interrupts
 from cudatx.cli.output import Output, settled
 from cudatx.errors import CudatxError, ExitCode, one_line, printable
 
@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: every refusal is one line on stderr and a documented exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
     run = Invocation(tuple(args), [])
+    # SIGTERM and SIGHUP end cudatx as ^C does: every cleanup on the way out runs.
+    interrupts.install()
     try:
         code = cli.main(args=args, prog_name="cudatx", standalone_mode=False, obj=run)
     except CudatxError as exc:
@@ -224,6 +226,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("cudatx: interrupted", err=True)
         sys.exit(130)
+    except interrupts.Terminated as exc:
+        click.echo(f"cudatx: terminated ({exc.name})", err=True)
+        sys.exit(interrupts.exit_code(exc))
     except Exception as exc:  # a bug: say so in one line; the traceback only on request
         if os.environ.get("CUDATX_DEBUG"):
             raise

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from cudatx import interrupts
 from cudatx.cli.app import scanned
 from cudatx.cli.options import (
     Target,
@@ -204,7 +204,7 @@ def _without_environment(
     base = None
     if chosen is not None:
         base = os.fspath(locate_interpreter(chosen, os.environ, Path.cwd())[0])
-    with tempfile.TemporaryDirectory(prefix="cudatx-fresh-") as folder:
+    with interrupts.temporary_folder("cudatx-fresh-") as folder:
         venv = os.path.join(folder, "venv")
         run_uv(uv, venv_argv(venv, base))
         uv_cache = cache_dir(uv)
