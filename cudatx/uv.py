@@ -18,6 +18,10 @@ from cudatx.models import Frozen
 # turns its absence into uv's `--only-binary :all:`, so nothing builds (runs a setup.py or a build
 # backend) unless the user asked for it.
 ALLOW_BUILD = "--allow-build"
+# uv's flag for changing a Python its distributor manages (PEP 668): taken by the uv commands
+# that change an environment, refused by `uv pip compile` (seen with uv 0.13.9).
+BREAK_SYSTEM_PACKAGES = "--break-system-packages"
+_CHANGES = ("install", "sync", "uninstall")
 
 
 class UvOptions(Frozen, kw_only=False):
@@ -30,6 +34,8 @@ class UvOptions(Frozen, kw_only=False):
     extra_index_urls: tuple[str, ...] = ()
     no_deps: bool = False  # install only what is named (prebuilt extensions, NVIDIA wheels)
     allow_build: bool = False  # sdists, local folders and VCS checkouts may be built
+    # change a Python its distributor manages (PEP 668), as uv's own flag says
+    break_system_packages: bool = False
 
     def args(self) -> list[str]:
         out = ["--offline"] if self.offline else []
@@ -37,6 +43,8 @@ class UvOptions(Frozen, kw_only=False):
             out.append(ALLOW_BUILD)
         if self.no_deps:
             out.append("--no-deps")
+        if self.break_system_packages:
+            out.append(BREAK_SYSTEM_PACKAGES)
         out += [a for link in self.find_links for a in ("--find-links", link)]
         if self.index_url is not None:
             out += ["--index-url", self.index_url]
@@ -72,6 +80,8 @@ def pip_argv(
     words = [w for w in words if w != ALLOW_BUILD]
     if command == "sync" or "--no-deps" in flags:
         words = [w for w in words if w != "--no-deps"]
+    if command not in _CHANGES:
+        words = [w for w in words if w != BREAK_SYSTEM_PACKAGES]
     last: tuple[str, ...] = ()
     if command in ("install", "sync", "compile") and not build:
         binary = _no_binary(words)

@@ -103,8 +103,7 @@ def _carry_out(
     if request.as_json:
         click.echo(render.to_json(plan))
     else:
-        breaking = ["--break-system-packages"] if request.break_system_packages else []
-        command = cudatx_line(env, words, uv=[*breaking, *source.options.args()])
+        command = cudatx_line(env, words, uv=source.options.args())
         out.report(render.to_text(plan, command, env.target.site_packages), paint=colour.plan)
     if request.dry_run:
         return 0 if plan.safe else ExitCode.FINDINGS
@@ -156,20 +155,22 @@ def _carry_out(
     return 0
 
 
-def _refuse_externally_managed(target: Target, request: ChangeRequest) -> None:
+def _refuse_externally_managed(
+    target: Target, request: ChangeRequest, source: UvSource
+) -> UvSource:
     """A Python its distributor manages (PEP 668) is refused, by a dry run too, as uv refuses
-    it, before the scan and before anything is written under its prefix; with
-    --break-system-packages, uv is told so too. The flag goes to uv as the variable uv reads
-    it from (UV_BREAK_SYSTEM_PACKAGES): each uv cudatx runs for the change (the staging, the
-    apply, the trial's, a repair's) inherits it, and a uv command without the flag (`uv pip
-    compile` refuses it as an argument) ignores it. (To be a field of cudatx.uv.UvOptions.)"""
-    import os
+    it, before the scan and before anything is written under its prefix. With
+    --break-system-packages the source says so to uv: every uv cudatx runs for the change
+    (the staging, the apply, the trial's, a repair's) gets uv's flag (cudatx.uv.pip_argv
+    gives it to the commands that take it)."""
+    from dataclasses import replace
 
     from cudatx.discover.target import refuse_externally_managed
 
-    if request.break_system_packages:
-        os.environ["UV_BREAK_SYSTEM_PACKAGES"] = "1"
     refuse_externally_managed(target.asked().result(), allowed=request.break_system_packages)
+    if not request.break_system_packages:
+        return source
+    return source._replace(options=replace(source.options, break_system_packages=True))
 
 
 def _refuse_if_interrupted(env: Environment, request: ChangeRequest) -> None:
@@ -214,7 +215,7 @@ def remove(
     from cudatx.planning.change import propose_removal
 
     target.require_environment()
-    _refuse_externally_managed(target, request)
+    source = _refuse_externally_managed(target, request, source)
     # A dry run only reads, unless its repairs stage wheels: uv runs the interpreter.
     changes = not request.dry_run or request.repair
     with scanned(target, changes=changes) as env:
@@ -238,7 +239,7 @@ def _propose_and_carry_out(
     from cudatx.planning.change import propose
 
     target.require_environment()
-    _refuse_externally_managed(target, request)
+    source = _refuse_externally_managed(target, request, source)
     # Even a dry run: uv runs the environment's interpreter to resolve.
     with scanned(target, changes=True) as env:
         _refuse_if_interrupted(env, request)

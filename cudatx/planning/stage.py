@@ -15,6 +15,7 @@ folder and writes `bin/x`, which cannot be told apart from a package named `bin`
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
 import stat
@@ -116,10 +117,23 @@ def stage(
     with _no_new_lock_file(prefix):
         argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", options=options)
         run_uv(uv, [*argv, *(a.spec for a in arriving)], heard=heard, timeout=timeout)
-    staged_site = os.path.join(folder, os.path.relpath(site, prefix))
-    staged, _ = scan_distributions((staged_site,))
+    staged, _ = scan_distributions((staged_site(folder, site, prefix),))
     wanted = {a.name for a in arriving}
     return tuple(d for d in staged if d.name in wanted)
+
+
+def staged_site(folder: str, site: str, prefix: str) -> str:
+    """Where `uv pip install --prefix FOLDER` put what goes to `site`: uv lays the folder out
+    "as if a virtual environment were present at that location" (uv's --prefix help), so
+    `lib/pythonX.Y/site-packages`, whatever the target's own scheme (Debian's system Python
+    installs into /usr/local/lib/python3.X/dist-packages). The target's own layout where
+    that is not there."""
+    found = [
+        f
+        for f in glob.glob(os.path.join(glob.escape(folder), "lib", "python*", "site-packages"))
+        if os.path.isdir(f)
+    ]
+    return found[0] if len(found) == 1 else os.path.join(folder, os.path.relpath(site, prefix))
 
 
 def relocate(dist: Distribution, site: str) -> Distribution:

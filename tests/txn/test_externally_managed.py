@@ -80,6 +80,22 @@ def test_break_system_packages_lets_a_dry_run_through_as_it_lets_uv_through() ->
     assert done.returncode in (0, 1), done.stderr
 
 
+def test_break_system_packages_reaches_each_uv_of_the_plan(tmp_path: Path) -> None:
+    """An install's dry run asks uv to resolve and stage for the system Python: uv refuses
+    both unless it is given the flag too, so a plan that comes back shows it reached them."""
+    from tests.support.wheels import build_wheel
+
+    _debian_marker()
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    build_wheel(wheels, "cudatx-pep668-probe", "1.0", {"cudatx_pep668_probe/__init__.py": b""})
+    args = ("install", "cudatx-pep668-probe", "--dry-run", "--offline", "--find-links", wheels)
+    env = {"UV_CACHE_DIR": os.fspath(tmp_path / "uv-cache")}
+    done = cudatx(*args, "--python", SYSTEM_PYTHON, "--break-system-packages", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "+ cudatx-pep668-probe==1.0" in done.stdout, done.stdout
+
+
 def test_a_venv_of_debians_python_is_not_externally_managed(tmp_path: Path) -> None:
     """PEP 668: a virtual environment is never externally managed, whatever its base has."""
     _debian_marker()
