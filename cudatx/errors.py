@@ -147,6 +147,14 @@ def needs_build(what: list[str]) -> str:
     return one_line(f"{shown} can only be checked by building it: pass --allow-build")
 
 
+class ExternallyManaged(CudatxError):
+    """The target Python is externally managed (PEP 668): a change of it is refused, as uv
+    refuses it, unless --break-system-packages. Exit 13, uv's own refusal, which a script
+    already reads as "uv would not do this"."""
+
+    exit_code = ExitCode.UV
+
+
 class UnsafePaths(CudatxError):
     """What cudatx would act on is not safely its to act on: another user than the one
     running cudatx can write the environment or its interpreter (and so swap a folder for a

@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudatx.errors import CudatxError, EnvironmentNotFound, ExitCode, NoVirtualEnvironment, one_line
+from cudatx.errors import (
+    EnvironmentNotFound,
+    ExternallyManaged,
+    NoVirtualEnvironment,
+    one_line,
+)
 from cudatx.reading import MAX_ANSWER, MIB, open_regular, read_bounded
 from cudatx.trust import interpreter_paths, other_writers, owner_to_run_as
 
@@ -193,14 +198,6 @@ def site_path(interpreter: Interpreter) -> PythonTarget:
 
 MARKER = "EXTERNALLY-MANAGED"
 _MAX_MARKER = MIB  # Debian's is 700 bytes: a marker is a message, not a document
-
-
-class ExternallyManaged(CudatxError):
-    """The target Python is externally managed (PEP 668): a change of it is refused, as uv
-    refuses it, unless --break-system-packages. (Exit 13, uv's refusal: to become its own
-    code in cudatx.errors.)"""
-
-    exit_code = ExitCode.UV
 
 
 def _marker_message(path: str) -> str:
