@@ -75,8 +75,9 @@ if TYPE_CHECKING:
     "--index-deadline",
     type=click.FloatRange(min=0, min_open=True),
     metavar="SECONDS",
-    help="Without an environment: the wall-clock limit on all of one file's requests to "
-    "indexes together (default 300).",
+    help="Without an environment: the wall-clock limit on all of one file's waits on "
+    "indexes together, uv's resolution and downloads included (default 300); past it, one "
+    "line and exit 13.",
 )
 @strict_option
 @trial_options()
