@@ -167,6 +167,18 @@ class Interpreter(Frozen):
     found_by: str  # "--python", "VIRTUAL_ENV", "CONDA_PREFIX", ".venv", "the first python3 on PATH"
 
 
+class SandboxUsed(Frozen):
+    """The confinement a change's uv or a trial ran under (cudatx.sandbox): `mode` "user
+    namespace", "mount namespace as root" or "none"; `locked`: the read-only flags could not
+    be undone from inside; `reason`: why none, or what was weaker; `writable`: the only
+    folders it could write (empty where none held)."""
+
+    mode: str
+    locked: bool
+    reason: str
+    writable: tuple[str, ...] = ()
+
+
 class PythonTarget(Frozen):
     """The target interpreter and the sys.path its site module would make of the files as
     they are now (cudatx.discover.target.site_path): derived again at every scan."""

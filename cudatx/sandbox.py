@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from cudatx.errors import CudatxError, ExitCode
+from cudatx.models import SandboxUsed
 
 Mode = Literal["user namespace", "mount namespace as root", "none"]
 USER: Final = "user namespace"
@@ -110,6 +111,29 @@ class Confinement:
         if not self.held:
             return f"none: {self.reason}"
         return self.mode if self.locked else f"{self.mode} (not locked: {self.reason})"
+
+    def said(self, writable: Sequence[str], what: str = "sandbox") -> str:
+        """The -v line: the guarantee and what could be written, or that none held."""
+        if not self.held:
+            return f"{what}: {self.describe()}; only cudatx's own checks held"
+        return f"{what}: {self.describe()} (writable: {', '.join(writable)})"
+
+    def used(self, writable: Sequence[str]) -> SandboxUsed:
+        """As the JSON and the summaries report it: no folder where none was confined."""
+        return SandboxUsed(
+            mode=self.mode,
+            locked=self.locked,
+            reason=self.reason,
+            writable=tuple(writable) if self.held else (),
+        )
+
+    def inside_namespace(self) -> Confinement:
+        """The guarantee as a process that is uid 0 of a user namespace (the trial's session
+        under the overlay's `unshare -Urm`) makes it: there it holds CAP_SYS_ADMIN over its
+        mounts, so the plain mount namespace mode applies, the lock (step 6) as before."""
+        if self.held and os.geteuid() == 0:
+            return Confinement(ROOT, self.reason, self.locked)
+        return self
 
 
 @dataclass(frozen=True)

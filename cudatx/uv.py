@@ -7,12 +7,20 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudatx.errors import CudatxError, ExitCode, NeedsBuild, UsageError, needs_build
 from cudatx.models import Frozen
+
+if TYPE_CHECKING:
+    from cudatx.sandbox import Confinement
+
+# The guarantee a confined uv runs under (the command's probe, cudatx.sandbox) and the folders
+# it may write; every other mount is read-only to it.
+Confining = tuple["Confinement", Sequence[str]]
 
 # cudatx's own word among uv's for where wheels come from: building is allowed. pip_argv
 # turns its absence into uv's `--only-binary :all:`, so nothing builds (runs a setup.py or a build
@@ -205,8 +213,10 @@ def _run(
     pass_fds: Sequence[int],
     heard: Callable[[str], None] | None,
     timeout: float | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     options: dict[str, Any] = {
+        "env": env,
         "text": True,
         "stdin": subprocess.DEVNULL,
         "stdout": subprocess.PIPE,
@@ -264,6 +274,7 @@ def run_uv(
     pass_fds: Sequence[int] = (),
     heard: Callable[[str], None] | None = None,
     timeout: float | None = None,
+    confined: Confining | None = None,
 ) -> str:
     """Run uv; its stdout and stderr together. A failure is UvFailed with uv's own error.
 
@@ -273,17 +284,49 @@ def run_uv(
     stderr as it writes it (uv's "Downloading torch (846.0MiB)", which it prints off a
     terminal too), so that a wait can say what it waits for; `timeout`: seconds of wall clock
     uv may take before it is killed (UvFailed): uv's own HTTP timeout is per read, so an index
-    that trickles holds it for ever (cudatx.planning.lazyzip)."""
+    that trickles holds it for ever (cudatx.planning.lazyzip); `confined`: uv runs in the
+    sandbox the probe found (cudatx.sandbox), where only the folders given and a private
+    temporary folder (its TMPDIR, removed after) can be written; a sandbox the helper could
+    not make is SandboxFailed, and uv never ran. Where the probe found none, uv runs as it
+    would without."""
     argv = [uv, *args]
+    if confined is not None and confined[0].held:
+        from cudatx import sandbox
+
+        with tempfile.TemporaryDirectory(prefix="cudatx-uv-") as tmp:
+            how = sandbox.confine(argv, confined[1], probed=confined[0], tmp=tmp)
+            done = _started(how.argv, args, tied, pass_fds, heard, timeout, how.env)
+        # Before uv's own error is read: the helper's failure is not uv's.
+        how.check(done.returncode, done.stderr)
+    else:
+        done = _started(argv, args, tied, pass_fds, heard, timeout, None)
+    return _answer(done, args)
+
+
+def _started(
+    argv: Sequence[str],
+    args: Sequence[str],
+    tied: bool,
+    pass_fds: Sequence[int],
+    heard: Callable[[str], None] | None,
+    timeout: float | None,
+    env: dict[str, str] | None,
+) -> subprocess.CompletedProcess[str]:
+    """uv run to its end, its failure to start or finish in time as UvFailed."""
     try:
-        done = _run(argv, tied=tied, pass_fds=pass_fds, heard=heard, timeout=timeout)
+        return _run(argv, tied=tied, pass_fds=pass_fds, heard=heard, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         raise UvFailed(
             f"uv {' '.join(args[:2])} was stopped after {timeout:.0f} s of wall clock, "
             "with no answer"
         ) from None
     except OSError as exc:
-        raise UvFailed(f"cannot run {uv}: {exc.strerror or exc}") from None
+        raise UvFailed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+
+
+def _answer(done: subprocess.CompletedProcess[str], args: Sequence[str]) -> str:
+    """uv's stdout and stderr together; its failure as UvFailed (NeedsBuild where it
+    refused to build), in uv's own words."""
     if done.returncode != 0:
         lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
         # Without a terminal uv prints "error: ...", lines that go on with its message (the

@@ -22,7 +22,7 @@ from cudatx.analysis.problems import (
     short,
 )
 from cudatx.environment import Environment
-from cudatx.models import Distribution, Evidence, Frozen, Status
+from cudatx.models import Distribution, Evidence, Frozen, SandboxUsed, Status
 from cudatx.names import counted
 
 SCHEMA_VERSION = 1
@@ -53,6 +53,7 @@ class DoctorTrial(Frozen):
     checks: int
     failing: tuple[TrialFailure, ...]
     unknown: int  # failing checks the model does not know of
+    sandbox: SandboxUsed | None = None  # the confinement its code ran under (cudatx.sandbox)
 
 
 class DoctorReport(Frozen):

@@ -27,6 +27,7 @@ from cudatx.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from cudatx.environment import Environment
+    from cudatx.models import SandboxUsed
     from cudatx.planning.change import Planning, Proposal
 
 
@@ -57,11 +58,13 @@ def tried(
     proposal: Proposal,
     trial: TrialRequest | None,
     source: UvSource,
+    target: Target,
     uv_options: tuple[str, ...] | None = None,
 ) -> Proposal:
     """The proposal, its plan judged by a trial where one is asked (cudatx.trial); uv gets
     `uv_options` (uv's words: a requirements file's own options too), else the command
-    line's."""
+    line's. The trial runs confined as the command's probe (`target.sandbox`) allows, and
+    -v says how."""
     if trial is None:
         return proposal
     from dataclasses import replace
@@ -70,11 +73,18 @@ def tried(
     from cudatx.trial.verdict import compare
     from cudatx.uv import find_uv
 
-    options = TrialOptions(commands=trial.commands, methods=trial.methods)
+    options = TrialOptions(commands=trial.commands, methods=trial.methods, sandbox=target.sandbox)
     words = source.options if uv_options is None else uv_options
     ran = run_trial(env, proposal.change, find_uv(source.uv), words, options)
+    target.output.debug(trial_said(target, ran.sandbox))
     plan = compare(proposal.plan, ran, env.target.site_packages)
     return replace(proposal, plan=plan)
+
+
+def trial_said(target: Target, used: SandboxUsed | None) -> str:
+    """The -v line of a trial: the guarantee its code ran under (cudatx.sandbox)."""
+    probed = target.sandbox()
+    return probed.said(used.writable if used is not None else (), what="the trial's sandbox")
 
 
 def _carry_out(
@@ -98,7 +108,7 @@ def _carry_out(
             "cudatx: --trial: making the change in a shadow of the environment and importing "
             "every package before and after (this runs the environment's code)"
         )
-    proposal = tried(env, proposal, trial, source)
+    proposal = tried(env, proposal, trial, source, target)
     plan = proposal.plan
     if request.as_json:
         click.echo(render.to_json(plan))
@@ -129,6 +139,8 @@ def _carry_out(
         break_system_packages=request.break_system_packages,
         command=invocation().command_line,
         warn=out.warn,
+        note=out.debug,
+        sandbox=target.sandbox,
         progress=steps,
     )
     # The rescan asks the interpreter nothing: its answer is the target's, and the sys.path

@@ -158,7 +158,7 @@ def check_requirements(
     with scanned(target, echo=False, changes=True) as env:
         judge = None
         if trial is not None:
-            judge = _trial_judge(env, trial, source)
+            judge = _trial_judge(env, trial, source, target)
         checks = [check_file(env, f, how, extras=extras, mode=mode, judge=judge) for f in files]
     if as_json:
         click.echo(render.to_json(checks))
@@ -168,13 +168,13 @@ def check_requirements(
 
 
 def _trial_judge(
-    env: Environment, trial: TrialRequest, source: UvSource
+    env: Environment, trial: TrialRequest, source: UvSource, target: Target
 ) -> Callable[[Proposal, tuple[str, ...]], Plan]:
     """A trial of each file's proposal (cudatx.trial), with uv's options and the file's."""
     from cudatx.cli.change import tried
 
     def judge(proposal: Proposal, uv_options: tuple[str, ...]) -> Plan:
-        return tried(env, proposal, trial, source, uv_options).plan
+        return tried(env, proposal, trial, source, target, uv_options).plan
 
     return judge
 

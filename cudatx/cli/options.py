@@ -14,6 +14,7 @@ from cudatx.errors import CudatxError
 if TYPE_CHECKING:
     from cudatx.discover.target import Query
     from cudatx.planning.change import Planning
+    from cudatx.sandbox import Confinement
     from cudatx.uv import UvOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -65,6 +66,9 @@ class Target(NamedTuple):
     progress: bool  # not --no-progress (a bar still needs a terminal)
     allow_other_writers: bool
     output: Output  # --color, -q, -v: how the command talks
+    # The confinement this machine gives uv and a trial (cudatx.sandbox), probed when a
+    # command first applies or runs a trial, once for the command (see `prober`)
+    sandbox: Callable[[], Confinement]
 
     def asked(self) -> Query:
         """The interpreter's query; the reason it has none, raised."""
@@ -108,6 +112,30 @@ def _ask(python: str | None, accept: bool) -> tuple[Query | None, CudatxError | 
         return None, exc  # said when the command needs the interpreter, if it does
 
 
+# `CUDATX_SANDBOX=off`: uv and the trial run unconfined, with only cudatx's own checks (a
+# machine whose namespaces misbehave; the tests of the fallback). Read once, here.
+SANDBOX_VARIABLE = "CUDATX_SANDBOX"
+
+
+def prober(setting: str) -> Callable[[], Confinement]:
+    """The command's probe (cudatx.sandbox.probe): run when first asked, its answer kept
+    for the rest of the command, the trial's and the apply's alike; never run for a
+    command that does neither (a dry run pays nothing). `setting`: CUDATX_SANDBOX's value."""
+    found: list[Confinement] = []
+
+    def probed() -> Confinement:
+        if not found:
+            from cudatx import sandbox
+
+            if setting.strip().lower() == "off":
+                found.append(sandbox.Confinement(sandbox.NONE, f"{SANDBOX_VARIABLE}=off"))
+            else:
+                found.append(sandbox.probe())
+        return found[0]
+
+    return probed
+
+
 def target(
     python: str | None,
     ld_library_path: str | None,
@@ -125,6 +153,7 @@ def target(
     if ld_library_path is None:
         ld_library_path = os.environ.get("LD_LIBRARY_PATH")
     return Target(
+        sandbox=prober(os.environ.get(SANDBOX_VARIABLE, "")),
         python=python,
         query=query,
         unfound=unfound,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cudatx.analysis.cuda import Mixed
 from cudatx.analysis.frameworks import ContextChange
-from cudatx.models import Distribution, Evidence, Frozen, Status, SystemPackage
+from cudatx.models import Distribution, Evidence, Frozen, SandboxUsed, Status, SystemPackage
 
 SCHEMA_VERSION = 1
 MET = (Status.RESOLVED, Status.SYSTEM)  # the statuses of a need that is met
@@ -139,6 +139,9 @@ class Trial(Frozen):
     roots: tuple[TrialCheck, ...]  # every check, the model's verdict beside the trial's
     disagreements: tuple[str, ...]
     error: str | None = None  # the change could not be made in the shadow (uv's error)
+    # the confinement the trial's uv and code ran under (cudatx.sandbox): None where the
+    # report predates it
+    sandbox: SandboxUsed | None = None
 
 
 class Plan(Frozen):

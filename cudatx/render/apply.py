@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 
 from cudatx.errors import one_line
+from cudatx.models import SandboxUsed
 from cudatx.names import counted
 from cudatx.render import as_text
 from cudatx.txn.apply import Applied, Phase
@@ -57,12 +58,23 @@ def _packages(verb: str, sign: str, packages: tuple[Package, ...], took: float |
     return [head, *(f" {sign} {p.name}=={p.version}" for p in packages)]
 
 
+def _confinement(used: SandboxUsed | None) -> list[str]:
+    """Which guarantee held while uv changed the environment (cudatx.sandbox)."""
+    if used is None:
+        return []
+    if used.mode == "none":
+        return [f"uv ran unconfined (none: {used.reason}): only cudatx's own checks held"]
+    held = used.mode if used.locked else f"{used.mode}, not locked: {used.reason}"
+    return [f"uv ran confined ({held})"]
+
+
 def summary(applied: Applied, prefix: str) -> str:
     seconds = dict(applied.seconds)
     lines = [
         *_packages("Uninstalled", "-", applied.removed, seconds.get("uninstall")),
         *_packages("Installed", "+", applied.installed, seconds.get("install")),
         *_packages("Reinstalled", "~", applied.reinstalled, seconds.get("reinstall")),
+        *_confinement(applied.sandbox),
     ]
     saved = applied.snapshot
     copied = saved.bytes - saved.linked

@@ -53,4 +53,5 @@ def judge_as_is(env: Environment, options: TrialOptions) -> DoctorTrial:
         checks=len(ran.before.outcomes),
         failing=tuple(failing),
         unknown=sum(not f.known for f in failing),
+        sandbox=ran.sandbox,
     )

@@ -11,20 +11,21 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cudatx import interrupts
 from cudatx.codec import encode
 from cudatx.environment import Environment
 from cudatx.errors import CudatxError, ExitCode
-from cudatx.models import PythonTarget
+from cudatx.models import PythonTarget, SandboxUsed
 from cudatx.planning.change import Change, uv_steps
+from cudatx.sandbox import Confinement, probe
 from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome
 from cudatx.trial.shadow import METHODS, Shadow, shadow
 from cudatx.trust import refuse_root_running_code
-from cudatx.uv import UvOptions
+from cudatx.uv import UvOptions, cache_dir
 
 
 class TrialFailed(CudatxError):
@@ -49,6 +50,8 @@ class TrialRun:
     after: Judged | None  # None: no change asked (doctor), or the change failed
     uv_seconds: float
     error: str | None  # uv's error in the shadow
+    # the confinement the trial's code ran under, and what it could write (cudatx.sandbox)
+    sandbox: SandboxUsed | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,9 @@ class TrialOptions:
     methods: tuple[str, ...] = METHODS  # shadow methods, in order of preference
     timeout: float = IMPORT_TIMEOUT  # each import and step
     jobs: int | None = None  # at once; None: the cores
+    # The confinement this machine gives (cudatx.sandbox), asked once by the trial: the
+    # CLI's probe of the command (cudatx.cli.options.prober), shared with its apply
+    sandbox: Callable[[], Confinement] = field(default=probe)
 
 
 def refuse_root_on_shared(target: PythonTarget) -> None:
@@ -102,8 +108,9 @@ def run_trial(
     refuse_root_on_shared(target)
     # SIGTERM and SIGHUP end a trial as ^C does (cudatx.interrupts): each shadow's `with`
     # takes it down, and each session's process group is killed, on the way out.
+    confinement = options.sandbox()
     with interrupts.raised():
-        return _both(env, change, uv, uv_options, options)
+        return _both(env, change, uv, uv_options, options, confinement)
 
 
 def _both(
@@ -112,18 +119,35 @@ def _both(
     uv: str | None,
     uv_options: UvOptions | Sequence[str],
     options: TrialOptions,
+    confinement: Confinement,
 ) -> TrialRun:
-    first, before, _, _ = _session(env, None, uv, uv_options, options)
+    held = {"mode": confinement.mode, "reason": confinement.reason, "locked": confinement.locked}
+    how = _How(held, "")
+    if change is not None and uv is not None and confinement.held:
+        # The cache uv writes to, made before the sandbox binds it (as the apply does)
+        cache = cache_dir(uv)
+        if cache:
+            os.makedirs(cache, exist_ok=True)
+        how = _How(held, cache)
+    first, before, _, _, writable = _session(env, None, uv, uv_options, options, how)
     assert before is not None  # _session raises where a judgement without a change fails
     if change is None:
-        return TrialRun(first, before, None, 0.0, None)
-    second, after, uv_seconds, error = _session(env, change, uv, uv_options, options)
+        return TrialRun(first, before, None, 0.0, None, confinement.used(writable))
+    second, after, uv_seconds, error, writable = _session(env, change, uv, uv_options, options, how)
     both = replace(
         first,
         seconds=first.seconds + second.seconds,
         bytes_copied=first.bytes_copied + second.bytes_copied,
     )
-    return TrialRun(both, before, after, uv_seconds, error)
+    return TrialRun(both, before, after, uv_seconds, error, confinement.used(writable))
+
+
+@dataclass(frozen=True)
+class _How:
+    """What each session is told of its sandbox: the probe's answer, uv's cache."""
+
+    sandbox: dict[str, object]
+    uv_cache: str
 
 
 # The session runs this very cudatx, wherever it was imported from (an installed package, a
@@ -140,8 +164,10 @@ def _session(
     uv: str | None,
     uv_options: UvOptions | Sequence[str],
     options: TrialOptions,
-) -> tuple[Shadow, Judged | None, float, str | None]:
-    """One shadow, made fresh: the change made in it (where given), then judged."""
+    how: _How,
+) -> tuple[Shadow, Judged | None, float, str | None, tuple[str, ...]]:
+    """One shadow, made fresh: the change made in it (where given), then judged; and the
+    folders the judged code could write (none where it ran unconfined)."""
     target = env.target
     with shadow(target.prefix, options.methods) as shade:
         spec: dict[str, Any] = {
@@ -157,6 +183,8 @@ def _session(
             "uv": [],
             "withhold": [],
             "kept": {},
+            "sandbox": how.sandbox,
+            "uv_cache": how.uv_cache,
         }
         if change is not None:
             assert uv is not None
@@ -180,6 +208,9 @@ def _session(
             lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
             raise TrialFailed(f"the trial failed: {lines[-1]}")
         result = json.loads(done.stdout)
+    if "sandbox_failed" in result:
+        # Not a verdict on the change: the trial could not run as promised.
+        raise TrialFailed(f"the trial failed: {result['sandbox_failed']}")
     judged = result.get("judged")
     error = result.get("error")
     if judged is None and error is None:
@@ -191,6 +222,7 @@ def _session(
         _judged(judged) if judged is not None else None,
         float(result.get("uv_seconds", 0.0)),
         error,
+        tuple(result.get("writable", ())),
     )
 
 

@@ -127,6 +127,7 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
             roots=(),
             disagreements=(),
             error=run.error,
+            sandbox=run.sandbox,
         )
         note = f"the trial could not make the change in the shadow: {run.error}"
         return replace(plan, trial=trial, safe=False, notes=(*plan.notes, note))
@@ -177,5 +178,6 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
         breaks=breaks,
         roots=tuple(rows),
         disagreements=tuple(r.disagreement for r in rows if r.disagreement),
+        sandbox=run.sandbox,
     )
     return replace(plan, trial=trial, safe=plan.safe and not breaks)

@@ -33,10 +33,12 @@ from cudatx.errors import (
     StoreError,
     VerificationFailed,
 )
+from cudatx.models import PythonTarget, SandboxUsed
 from cudatx.names import counted
 from cudatx.planning.change import Proposal, refuse_escaping
 from cudatx.planning.models import Plan
 from cudatx.planning.simulate import arriving_files
+from cudatx.sandbox import Confinement, probe
 from cudatx.trust import identity, refuse_root_running_code, refuse_target_writers
 from cudatx.txn import beneath, confine, running, snapshot
 from cudatx.txn.journal import Journal, JournalWriter, Package, State, now
@@ -44,7 +46,7 @@ from cudatx.txn.rollback import refuse_if_interrupted, roll_back
 from cudatx.txn.store import Store
 from cudatx.txn.touched import PYCACHE, created_folders, uninstalled
 from cudatx.txn.verify import run_verify, verify
-from cudatx.uv import UvOptions, find_uv, pip_argv
+from cudatx.uv import UvOptions, cache_dir, find_uv, pip_argv
 from cudatx.uv import run_uv as run_tied
 
 
@@ -73,6 +75,7 @@ class Applied:
     reinstalled: tuple[Package, ...]  # the same version again (--repair)
     seconds: tuple[tuple[str, float], ...]  # (phase, seconds), in order
     snapshot: snapshot.Size
+    sandbox: SandboxUsed | None = None  # the confinement uv ran under (cudatx.sandbox)
 
 
 def _noop(phase: Phase) -> None:
@@ -91,6 +94,10 @@ class ApplyOptions:
     break_system_packages: bool = False  # change a Python its distributor manages (PEP 668)
     command: str = ""  # the cudatx command line, for the journal
     warn: Callable[[str], None] = field(default=lambda message: None)  # said, not refused
+    note: Callable[[str], None] = field(default=lambda message: None)  # said under -v
+    # The confinement this machine gives uv (cudatx.sandbox), asked once by the apply: the
+    # CLI's probe of the command (cudatx.cli.options.prober), shared with its trial
+    sandbox: Callable[[], Confinement] = probe
     progress: Callable[[Phase], None] = _noop  # each phase as it starts and ends
 
 
@@ -208,7 +215,11 @@ def apply_change(
         # arrives: the snapshot saves it all, with the modes of the folders.
         deleted, folders = uninstalled(leaving, env.target.prefix, change.kept)
         touched = sorted(set(deleted) | arriving)
-        guard = _Guard(env.target.prefix, touched, folders)
+        # Once, before the journal: every uv of the change runs under the same guarantee.
+        confinement = options.sandbox()
+        writable = _writable(env.target, uv) if confinement.held else []
+        options.note(confinement.said(writable))
+        guard = _Guard(env.target.prefix, touched, folders, confinement)
         _check_running(touched, options)
         txn = store.new_id()
         journal = JournalWriter(
@@ -230,7 +241,18 @@ def apply_change(
         )
         journal.step(State.STARTED)
         work = _Work(
-            env, proposal, options, store, journal, lock, clock, uv, guard, touched, folders
+            env,
+            proposal,
+            options,
+            store,
+            journal,
+            lock,
+            clock,
+            uv,
+            guard,
+            touched,
+            folders,
+            (confinement, tuple(writable)),
         )
         with _interrupts_raise():
             try:
@@ -254,6 +276,36 @@ class _Work:
     guard: _Guard
     touched: list[str]
     folders: list[str]
+    confined: tuple[Confinement, tuple[str, ...]]  # uv's sandbox and what it may write
+
+
+def _writable(target: PythonTarget, uv: str) -> list[str]:
+    """What a confined uv may write: the prefix, each site folder and the scripts folder
+    beside it where they lie outside it (a system Python's /usr/local), and uv's cache
+    (made first: it is bound as it is); each once, real paths, none below another."""
+    folders = [target.prefix]
+    for site in target.site_packages:
+        folders += [site, *_scripts_of(os.path.realpath(site))]
+    cache = cache_dir(uv)
+    if cache:
+        os.makedirs(cache, exist_ok=True)
+        folders.append(cache)
+    kept: list[str] = []
+    for folder in sorted({os.path.realpath(f) for f in folders if os.path.isdir(f)}, key=len):
+        if not any(folder == k or folder.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(folder)
+    return kept
+
+
+def _scripts_of(site: str) -> list[str]:
+    """The scripts folder uv installs beside a site folder: sysconfig's posix schemes put
+    purelib at {base}/lib/pythonX.Y/site-packages (Debian's at {base}/lib/python3/
+    dist-packages) and scripts at {base}/bin. None for another layout: uv's write there
+    then fails (EROFS), and the apply rolls back."""
+    parts = site.split(os.sep)
+    if len(parts) > 3 and parts[-3] in ("lib", "lib64") and parts[-2].startswith("python"):
+        return [os.path.join(os.sep.join(parts[:-3]) or os.sep, "bin")]
+    return []
 
 
 def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
@@ -325,6 +377,7 @@ def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
         reinstalled=tuple(map(Package.of, change.reinstalling)),
         seconds=tuple(clock.seconds),
         snapshot=size,
+        sandbox=work.confined[0].used(work.confined[1]),
     )
 
 
@@ -419,8 +472,11 @@ class _Guard:
     folder swapped for a symlink meanwhile would have uv delete or write through it outside
     the environment; the apply then rolls back, and never says the change was verified."""
 
-    def __init__(self, prefix: str, touched: list[str], folders: list[str]) -> None:
+    def __init__(
+        self, prefix: str, touched: list[str], folders: list[str], confinement: Confinement
+    ) -> None:
         self.prefix = prefix
+        self.confinement = confinement
         where = {os.path.dirname(p) for p in touched} | set(folders)
         # Resolved once, here, as beneath.canonical does; a folder leading outside is the
         # confinement's business (its entries are withheld from uv), not the guard's.
@@ -445,11 +501,23 @@ class _Guard:
         more = f" (and {len(said) - 1} more)" if len(said) > 1 else ""
         if after_uv:
             raise VerificationFailed(
-                f"while uv ran, {said[0]}{more}: uv may have deleted or written through it "
-                "outside the environment; not the folder cudatx checked, so the change is "
-                "not verified"
+                f"while uv ran, {said[0]}{more}: {self._through()}; not the folder cudatx "
+                "checked, so the change is not verified"
             )
         raise VerificationFailed(f"{said[0]}{more} since cudatx checked it; uv was not run")
+
+    def _through(self) -> str:
+        """What a write or an unlink through the swapped folder could reach."""
+        held = self.confinement
+        if held.held:
+            return (
+                f"uv ran confined ({held.describe()}), so nothing it deleted or wrote through "
+                "it could land outside the environment and uv's cache (EROFS)"
+            )
+        return (
+            "uv may have deleted or written through it outside the environment (uv ran "
+            f"unconfined, {held.describe()}: only cudatx's own checks held)"
+        )
 
 
 def _run_uv(work: _Work) -> None:
@@ -465,7 +533,7 @@ def _run_uv(work: _Work) -> None:
         guard.check(after_uv=ran)
         ran = True
         try:
-            return run_tied(uv, args, tied=True, pass_fds=(lock,))
+            return run_tied(uv, args, tied=True, pass_fds=(lock,), confined=work.confined)
         except CudatxError:
             # uv may fail because a folder was swapped under it (it cannot remove a symlink
             # as the folder it emptied): that is the cause to say.
