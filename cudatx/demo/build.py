@@ -168,12 +168,34 @@ _TORCH_INIT_PY = torch_init_py(
 )
 
 
+# Every demo wheel's version carries this local label (PEP 440 `+local`), which no index
+# gives a wheel of these names. The demo reuses real names and versions (nvidia-cudnn-cu12
+# 9.10.2.21 is torch 2.8's pin), and where uv's cache holds the registry's wheel of the same
+# name==version it prefers it to the demo's, even with `--offline --find-links DIR`: uv
+# still reads the default index from its cache, and of two wheels of one version picks the
+# one with the more specific platform tag (a manylinux wheel over the demo's py3-none-any;
+# seen with uv 0.13.9, the quick start's repair then reinstalled the registry's bytes). A
+# reinstall asks for `name==version` (cudatx.discover.dists.reinstall_spec), and `==` with a
+# local label matches that label only, so no other build can stand in for a demo wheel.
+DEMO_LABEL = "cudatxdemo"
+
+
+def _demo_version(public: str) -> str:
+    """`9.10.2.21` -> `9.10.2.21+cudatxdemo`; `2.8.0+cu128` -> `2.8.0+cu128.cudatxdemo`."""
+    return f"{public}.{DEMO_LABEL}" if "+" in public else f"{public}+{DEMO_LABEL}"
+
+
 @dataclass(frozen=True)
 class DemoWheel:
     name: str
-    version: str
+    version: str  # the public version a registry would give; `wheel_version` is the demo's
     summary: str
     requires: tuple[str, ...] = ()
+
+    @property
+    def wheel_version(self) -> str:
+        """The version the demo's wheel carries: the public one with DEMO_LABEL."""
+        return _demo_version(self.version)
 
 
 TORCH = DemoWheel(
@@ -353,7 +375,7 @@ def _site_packages(venv: Path) -> Path:
 
 
 def _spec(wheels: Sequence[DemoWheel]) -> str:
-    return ", ".join(f"{w.name} {w.version}" for w in wheels)
+    return ", ".join(f"{w.name} {w.wheel_version}" for w in wheels)
 
 
 def build_demo(
@@ -392,7 +414,7 @@ def build_demo(
         write_wheel(
             wheel_dir,
             wheel.name,
-            wheel.version,
+            wheel.wheel_version,
             contents[wheel],
             requires=wheel.requires,
             summary=wheel.summary,

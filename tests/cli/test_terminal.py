@@ -135,7 +135,7 @@ def test_quiet_prints_the_verdict_line_alone(demo: Path) -> None:
     again = in_terminal("-q", "--color", "never", "why", "libcudnn.so.9", "--python", _venv(demo))
     assert again.out.splitlines() == [
         "libcudnn.so.9 => nvidia/cudnn/lib/libcudnn.so.9 "
-        "(bytes of nvidia-cudnn-cu13 9.13.0.50, CUDA 13); by path, "
+        "(bytes of nvidia-cudnn-cu13 9.13.0.50+cudatxdemo, CUDA 13); by path, "
         "for torch/__init__.py (preload)"
     ]
 
@@ -218,11 +218,11 @@ def test_graph_is_the_same_tree_at_a_terminal_and_in_a_pipe(demo: Path) -> None:
     tree = in_terminal("graph", "--around", "libcudnn.so.9", "--python", _venv(demo))
     assert tree.returncode == 0, tree.err
     lines = tree.out.splitlines()
-    assert f"{CU12} 9.10.2.21" in lines  # a distribution, its files under it
+    assert f"{CU12} 9.10.2.21+cudatxdemo" in lines  # a distribution, its files under it
     # Both co-owners, the one whose bytes are on disk starred, in every file line.
-    owners = f"[{CU12} 9.10.2.21, {CU13} 9.13.0.50*]"
+    owners = f"[{CU12} 9.10.2.21+cudatxdemo, {CU13} 9.13.0.50+cudatxdemo*]"
     assert f"  nvidia/cudnn/lib/libcudnn.so.9 {owners}" in lines
-    assert f"{CU13} 9.13.0.50" in lines
+    assert f"{CU13} 9.13.0.50+cudatxdemo" in lines
     assert lines[-1] == "* whose bytes are on disk, of a file several RECORDs list"
     assert not any("requires" in line for line in lines)  # not without --requires
     # `cudatx graph | less` shows what the terminal shows; JSON only when asked for.
@@ -269,7 +269,7 @@ def test_graph_text_says_each_need_once(demo: Path) -> None:
     # process, which loads cuBLAS itself: the need's hows, each once.
     assert (
         "    needs libcublasLt.so.12 (DT_NEEDED, dlopen) -> nvidia/cublas/lib/libcublasLt.so.12 "
-        "[nvidia-cublas-cu12 12.8.4.1] (already loaded, runpath)"
+        "[nvidia-cublas-cu12 12.8.4.1+cudatxdemo] (already loaded, runpath)"
     ) in lines
     assert "    needs libnvrtc.so.13 (dlopen): not found" in lines
     assert not any(line.count("not found") > 1 for line in lines)
@@ -354,9 +354,13 @@ def test_apply_at_a_terminal_shows_phases_summary_and_undo(copy: Path) -> None:
         assert re.search(rf"cudatx: {phase}: done in \d", err), (phase, err)
     # The summary, in uv's words, and the snapshot's size with its hard links.
     assert re.search(
-        rf"^Uninstalled 1 package in \d+(ms|\.\d\ds)\n - {CU13}==9.13.0.50$", err, re.M
+        rf"^Uninstalled 1 package in \d+(ms|\.\d\ds)\n - {CU13}==9\.13\.0\.50\+cudatxdemo$",
+        err,
+        re.M,
     )
-    assert re.search(rf"^Reinstalled 1 package in .*\n ~ {CU12}==9.10.2.21$", err, re.M)
+    assert re.search(
+        rf"^Reinstalled 1 package in .*\n ~ {CU12}==9\.10\.2\.21\+cudatxdemo$", err, re.M
+    )
     size = re.search(
         r"^Snapshot: (\d+) files, ([\d.]+ \w+) on disk \(([\d.]+ \w+) of it hard", err, re.M
     )
@@ -463,7 +467,10 @@ def test_declining_is_its_own_exit_code_and_changes_nothing(copy: Path) -> None:
     dry = cudatx("rollback", "--dry-run", "--python", venv, hide=QUIET)
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.startswith(f"Would roll back transaction {txn} (committed, "), dry.stdout
-    assert f" + {CU13}==9.13.0.50" in dry.stdout and f" ~ {CU12}==9.10.2.21" in dry.stdout
+    assert (
+        f" + {CU13}==9.13.0.50+cudatxdemo" in dry.stdout
+        and f" ~ {CU12}==9.10.2.21+cudatxdemo" in dry.stdout
+    )
     no = in_terminal("rollback", "--color", "never", "--python", venv, typed="n\n")
     assert no.returncode == 19, no.err
     assert dry.stdout in no.err and f"Roll back transaction {txn}?" in no.err

@@ -29,8 +29,8 @@ from tests.support.paths import REPO
 
 CU12, CU13 = "nvidia-cudnn-cu12", "nvidia-cudnn-cu13"
 CU12_DIST, CU13_DIST = (
-    "nvidia_cudnn_cu12-9.10.2.21.dist-info",
-    "nvidia_cudnn_cu13-9.13.0.50.dist-info",
+    "nvidia_cudnn_cu12-9.10.2.21+cudatxdemo.dist-info",
+    "nvidia_cudnn_cu13-9.13.0.50+cudatxdemo.dist-info",
 )
 PROBE = (
     "import torch._C as C\n"
