@@ -657,7 +657,9 @@ def _helper(spec: dict[str, Any], argv: list[str]) -> int:
     killed = os.WTERMSIG(waited) if os.WIFSIGNALED(waited) else 0
     sig = int(number) if word == "signal" else killed
     if sig:
-        signal.signal(sig, signal.SIG_DFL)
+        # SIGKILL and SIGSTOP take no disposition (EINVAL), and need none: theirs is the default
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)  # ended as the command ended: the caller sees -SIG
         return 128 + sig
     raise _Refused("the sandbox's init died")

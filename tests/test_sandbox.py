@@ -154,6 +154,9 @@ def test_exit_status_and_signals_pass_through_and_nothing_outlives_the_command(
 ) -> None:
     assert _confined(probed, "exit 7", [place / "w"]).returncode == 7
     assert _confined(probed, "kill -TERM $$", [place / "w"]).returncode == -15
+    # SIGKILL takes no disposition: the helper still ends as the command did (it said
+    # "Invalid argument" as a failure of its own: a uv killed with -9 read as no sandbox)
+    assert _confined(probed, "kill -KILL $$", [place / "w"]).returncode == -9
     # A process the command leaves behind dies with it (the PID namespace's end).
     _confined(probed, f"(sleep 1; echo late > {place}/w/late) & exit 0", [place / "w"])
     time.sleep(2)

@@ -217,8 +217,6 @@ def apply_change(
         touched = sorted(set(deleted) | arriving)
         # Once, before the journal: every uv of the change runs under the same guarantee.
         confinement = options.sandbox()
-        writable = _writable(env.target, uv) if confinement.held else []
-        options.note(confinement.said(writable))
         guard = _Guard(env.target.prefix, touched, folders, confinement)
         _check_running(touched, options)
         txn = store.new_id()
@@ -252,7 +250,7 @@ def apply_change(
             guard,
             touched,
             folders,
-            (confinement, tuple(writable)),
+            confinement,
         )
         with _interrupts_raise():
             try:
@@ -276,7 +274,7 @@ class _Work:
     guard: _Guard
     touched: list[str]
     folders: list[str]
-    confined: tuple[Confinement, tuple[str, ...]]  # uv's sandbox and what it may write
+    confinement: Confinement  # the sandbox uv runs in (cudatx.sandbox)
 
 
 def _writable(target: PythonTarget, uv: str) -> list[str]:
@@ -340,7 +338,7 @@ def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
         withheld = confine.withhold(leaving, prefix, change.kept)
         journal.record(withheld=withheld)
         work.guard.take()
-        _run_uv(work)
+        writable = _run_uv(work)
         work.guard.check(after_uv=True)
         with clock.phase("verify", "rescan" + (" and --verify" if options.verify else "")):
             verify(plan, change, env, rescan())
@@ -377,7 +375,7 @@ def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
         reinstalled=tuple(map(Package.of, change.reinstalling)),
         seconds=tuple(clock.seconds),
         snapshot=size,
-        sandbox=work.confined[0].used(work.confined[1]),
+        sandbox=work.confinement.used(writable),
     )
 
 
@@ -520,20 +518,25 @@ class _Guard:
         )
 
 
-def _run_uv(work: _Work) -> None:
+def _run_uv(work: _Work) -> tuple[str, ...]:
     """uv changes the environment: tied to cudatx (it dies with it) and holding the lock
-    with it (a rollback waits until it is gone). Right before each uv, the folders it is
-    given are checked again (`guard`)."""
+    with it (a rollback waits until it is gone), confined where the probe allows (what it
+    may write is returned). Right before each uv, the folders it is given are checked again
+    (`guard`)."""
     journal, uv, clock, guard, lock = work.journal, work.uv, work.clock, work.guard, work.lock
     prefix, change, options = work.env.target.prefix, work.proposal.change, work.options.uv_options
     ran = False
+    # Asked of uv here, after the snapshot: no uv of the change's runs before it is saved.
+    writable = tuple(_writable(work.env.target, uv)) if work.confinement.held else ()
+    work.options.note(work.confinement.said(writable))
+    confined = (work.confinement, writable)
 
     def run_uv(uv: str, args: list[str]) -> str:
         nonlocal ran
         guard.check(after_uv=ran)
         ran = True
         try:
-            return run_tied(uv, args, tied=True, pass_fds=(lock,), confined=work.confined)
+            return run_tied(uv, args, tied=True, pass_fds=(lock,), confined=confined)
         except CudatxError:
             # uv may fail because a folder was swapped under it (it cannot remove a symlink
             # as the folder it emptied): that is the cause to say.
@@ -555,7 +558,7 @@ def _run_uv(work: _Work) -> None:
             said.append(run_uv(uv, argv))
         journal.step(State.INSTALLED)
     if not change.reinstalling:
-        return
+        return writable
     journal.step(State.REINSTALLING)
     with clock.phase("reinstall", counted(len(change.reinstalling), "package")) as said:
         for dist in change.reinstalling:
@@ -564,3 +567,4 @@ def _run_uv(work: _Work) -> None:
             )
             said.append(run_uv(uv, [*argv, reinstall_spec(dist)]))
     journal.step(State.REINSTALLED)
+    return writable

@@ -66,11 +66,12 @@ def test_a_signal_during_a_trial_leaves_no_process_and_no_folder(
 ) -> None:
     temp = tmp_path / "tmpdir"  # cudatx's $TMPDIR: whatever it leaves there is seen
     temp.mkdir()
-    started = tmp_path / "started"
+    # The command's marker goes in its own $TMPDIR (inside the trial's folder, in `temp`):
+    # anywhere else outside the shadow its write fails (EROFS, cudatx.sandbox).
     token = f"cudatx-signal-test-{secrets.token_hex(6)}"
     # The shell of the command, and a child it waits on, and one left in the background.
     sleep = "python -c 'import time; time.sleep(300)'"
-    command = f"touch {started}; {sleep} {token} & {sleep} {token}b"
+    command = f'touch "$TMPDIR/started"; {sleep} {token} & {sleep} {token}b'
     child = start_cudatx(
         "remove", "other", "--dry-run", "--offline", "--python", world.venv,
         "--trial-shadow", shadow, "--trial-cmd", command,
@@ -78,7 +79,10 @@ def test_a_signal_during_a_trial_leaves_no_process_and_no_folder(
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        _until(lambda: started.exists() or child.poll() is not None, "the trial's command ran")
+        _until(
+            lambda: any(temp.glob("cudatx-trial-*/tmp/started")) or child.poll() is not None,
+            "the trial's command ran",
+        )
         assert child.poll() is None, child.communicate()
         _until(lambda: len(_running(token)) >= 3, "the shell and its two children started")
         assert any(temp.iterdir()), "the trial made nothing in $TMPDIR: the test proves nothing"
