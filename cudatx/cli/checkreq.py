@@ -120,7 +120,12 @@ def check_requirements(
     # Without --python, the discovery the command's target made already (and asked).
     asked = target.query if target.python is None else None
     chosen = hook_target(target.python, asked=asked)
+    # Under pre-commit, a --python folder that is not there (the hook's `.venv` on CI, in a
+    # fresh clone) is no environment: said in the one line that says what is checked instead.
+    missing = target.python if chosen is None else None
     if chosen is None and require_env:
+        if missing is not None:
+            raise EnvironmentNotFound(f"no such environment: {missing}")
         raise EnvironmentNotFound(
             "no environment to check (pass --python, in a pre-commit hook through its args, "
             "or create .venv)"
@@ -142,6 +147,7 @@ def check_requirements(
             chosen,
             target,
             how,
+            missing=missing,
             extras=extras,
             mode=mode,
             fresh=fresh,
@@ -185,6 +191,7 @@ def _without_environment(
     target: Target,
     how: Planning,
     *,
+    missing: str | None,
     extras: tuple[str, ...],
     mode: str,
     fresh: bool,
@@ -192,7 +199,8 @@ def _without_environment(
     deadlines: Deadlines,
 ) -> int:
     """The file alone, in an empty environment made for the check: of the interpreter of
-    `chosen` (an environment), else of the one `uv venv` picks here."""
+    `chosen` (an environment), else of the one `uv venv` picks here. `missing`: the
+    --python folder that is not there, named in the line that says what is checked."""
     from cudatx.cache import open_cache
     from cudatx.discover.target import find_target, locate_interpreter
     from cudatx.planning.checkreq import Wheels, check_conflicts, check_fresh
@@ -210,10 +218,12 @@ def _without_environment(
         run_uv(uv, venv_argv(venv, base))
         uv_cache = cache_dir(uv)
         names = ", ".join(files)
+        nothing = f"no such environment: {missing}" if missing else "no environment to check"
         if fresh:
             with scanned(target.retarget(venv), echo=False) as env:
                 out.info(
-                    f"cudatx: --fresh: planning {names} into an empty Python "
+                    f"cudatx: {nothing + ': ' if missing else ''}--fresh: planning {names} "
+                    "into an empty Python "
                     f"{env.target.version} environment, and checking its wheels' paths"
                 )
                 wheels = Wheels(uv_cache, env.view.cache, deadlines)
@@ -222,7 +232,7 @@ def _without_environment(
         else:
             said = find_target(venv)
             out.info(
-                f"cudatx: no environment to check: checking the wheels {names} resolves to "
+                f"cudatx: {nothing}: checking the wheels {names} resolves to "
                 f"for Python {said.version} for paths two of them write with different "
                 "bytes (--fresh plans the whole install)"
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -269,15 +270,34 @@ def _interpreter_in(folder: Path) -> Path | None:
     return None
 
 
+# A --python value that names an interpreter to look up on PATH as uv does (`python3.12`,
+# `pypy3`), rather than an environment folder (`.venv`, `env`).
+_INTERPRETER_NAME = re.compile(r"^(python|pypy|graalpy)[0-9.]*[a-z]?$")
+
+
+def missing_environment(value: str, environ: Mapping[str, str], cwd: Path | None = None) -> bool:
+    """Whether --python VALUE names an environment that is not there: nothing on disk (from
+    `cwd`, else the working folder), and neither an interpreter's name (`python3.12`) nor a
+    command found on PATH. Under pre-commit such a folder (`.venv` in a fresh clone, on CI)
+    means no environment."""
+    if ((cwd or Path()) / Path(value).expanduser()).exists():
+        return False
+    if os.sep in value:
+        return True
+    if _INTERPRETER_NAME.match(value):
+        return False
+    return shutil.which(value, path=environ.get("PATH", os.defpath)) is None
+
+
 def _from_option(value: str, environ: Mapping[str, str]) -> Path:
     path = Path(value).expanduser()
-    if not path.exists() and os.sep not in value:
+    if missing_environment(value, environ):
+        raise EnvironmentNotFound(f"no such environment: {value}")
+    if not path.exists():  # a name: an interpreter on PATH, as uv looks one up
         found = shutil.which(value, path=environ.get("PATH", os.defpath))
         if found is None:
             raise EnvironmentNotFound(f"no Python interpreter named {value!r} on PATH")
         return Path(found)
-    if not path.exists():
-        raise EnvironmentNotFound(f"--python {value}: no such file or directory")
     path = path.absolute()  # subprocess would look a bare "python" up on PATH
     if path.is_dir():
         interpreter = _interpreter_in(path)
@@ -527,12 +547,17 @@ def hook_target(
 
     pre-commit runs hooks with VIRTUAL_ENV pointing at its own environment (for Python
     hooks), so under pre-commit (PRE_COMMIT set) VIRTUAL_ENV is never trusted: --python
-    from the hook's args, else the project's .venv. Elsewhere, uv's discovery, but never
+    from the hook's args, else the project's .venv; a --python folder that is not there is
+    no environment (missing_environment). Elsewhere, uv's discovery, but never
     cudatx's own interpreter: a requirements file is not about the tool's environment.
     `asked`: that discovery's query, already started (the command's target), if any.
     """
     env = os.environ if environ is None else environ
     here = cwd or Path.cwd()
+    if python and env.get("PRE_COMMIT") and missing_environment(python, env, here):
+        # The hook's `args: [--python, .venv]` on CI or in a fresh clone, where no .venv
+        # was made: the same as no environment, so that one snippet serves both.
+        return None
     if python:
         return python
     if env.get("PRE_COMMIT"):

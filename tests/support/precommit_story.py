@@ -25,6 +25,7 @@ import pytest
 
 from tests.support import uv_bin
 from tests.support.paths import REPO
+from tests.support.wheelhouse import wheelhouse
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,14 @@ def _environ(home: Path) -> dict[str, str]:
     env["PATH"] = os.pathsep.join([*scripts, env.get("PATH", "")])
     env["PRE_COMMIT_HOME"] = str(home / "pre-commit-home")
     env["HOME"] = str(home)
+    # The `repo:` form: pre-commit installs cudatx from the repository with pip (the hook is
+    # `language: python`), offline, from wheels of what this interpreter has installed.
+    house = home / "wheelhouse"
+    if not house.is_dir():
+        wheelhouse(house)
+    env["PIP_NO_INDEX"] = "1"
+    env["PIP_FIND_LINKS"] = str(house)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["GIT_CONFIG_NOSYSTEM"] = "1"
     for key, value in (
         ("GIT_AUTHOR_NAME", "t"),
@@ -145,11 +154,17 @@ class CloneStory:
 
 
 def run_clone_story(
-    work: Path, first: str, line: str, args: Sequence[str], style: str
+    work: Path,
+    first: str,
+    line: str,
+    args: Sequence[str],
+    style: str,
+    config: str | None = None,
 ) -> CloneStory:
     """A project whose `requirements.txt` is `first`, cloned afresh (no environment, no
     .venv); in the clone, with the hook installed: commit a comment, then add `line`, then
-    the file without it again."""
+    the file without it again. `config`: the project's .pre-commit-config.yaml, else
+    hook_config(style, args)."""
     if shutil.which("pre-commit", path=_environ(work)["PATH"]) is None:
         pytest.skip("pre-commit is not installed (pip install -e '.[test]' installs it)")
     env = _environ(work)
@@ -157,7 +172,7 @@ def run_clone_story(
     origin.mkdir()
     assert _git(origin, "init", "-q", env=env).returncode == 0
     (origin / "requirements.txt").write_text(first)
-    (origin / ".pre-commit-config.yaml").write_text(hook_config(style, args))
+    (origin / ".pre-commit-config.yaml").write_text(config or hook_config(style, args))
     assert _git(origin, "add", ".", env=env).returncode == 0
     assert _git(origin, "commit", "-q", "-m", "first", env=env).returncode == 0
     clone = work / f"clone-{style}"
