@@ -292,7 +292,9 @@ def missing_environment(value: str, environ: Mapping[str, str], cwd: Path | None
 def _from_option(value: str, environ: Mapping[str, str]) -> Path:
     path = Path(value).expanduser()
     if missing_environment(value, environ):
-        raise EnvironmentNotFound(f"no such environment: {value}")
+        # A bare word may have meant an interpreter on PATH: say that it was looked for too.
+        also = "" if os.sep in value else " (nor a Python interpreter of that name on PATH)"
+        raise EnvironmentNotFound(f"no such environment: {value}{also}")
     if not path.exists():  # a name: an interpreter on PATH, as uv looks one up
         found = shutil.which(value, path=environ.get("PATH", os.defpath))
         if found is None:

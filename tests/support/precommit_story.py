@@ -160,14 +160,24 @@ def run_clone_story(
     args: Sequence[str],
     style: str,
     config: str | None = None,
+    *,
+    own_cudatx: bool = False,
 ) -> CloneStory:
     """A project whose `requirements.txt` is `first`, cloned afresh (no environment, no
     .venv); in the clone, with the hook installed: commit a comment, then add `line`, then
     the file without it again. `config`: the project's .pre-commit-config.yaml, else
-    hook_config(style, args)."""
+    hook_config(style, args). `own_cudatx`: the hook must run the cudatx pre-commit
+    installed: the first `cudatx` on PATH is one that fails (exit 99), as where nobody
+    installed cudatx by hand."""
     if shutil.which("pre-commit", path=_environ(work)["PATH"]) is None:
         pytest.skip("pre-commit is not installed (pip install -e '.[test]' installs it)")
     env = _environ(work)
+    if own_cudatx:
+        decoy = work / "decoy-bin"
+        decoy.mkdir()
+        (decoy / "cudatx").write_text("#!/bin/sh\necho 'the cudatx on PATH ran' >&2\nexit 99\n")
+        (decoy / "cudatx").chmod(0o755)
+        env["PATH"] = os.pathsep.join([str(decoy), env["PATH"]])
     origin = work / f"origin-{style}"
     origin.mkdir()
     assert _git(origin, "init", "-q", env=env).returncode == 0
