@@ -22,11 +22,12 @@ from cudatx.cli.options import (
     trial_options,
     uv_options,
 )
-from cudatx.errors import EnvironmentNotFound, ExitCode
+from cudatx.errors import CudatxError, EnvironmentNotFound, ExitCode
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from cudatx.discover.target import Query
     from cudatx.environment import Environment
     from cudatx.planning.change import Planning, Proposal
     from cudatx.planning.lazyzip import Deadlines
@@ -123,6 +124,9 @@ def check_requirements(
     # Under pre-commit, a --python folder that is not there (the hook's `.venv` on CI, in a
     # fresh clone) is no environment: said in the one line that says what is checked instead.
     missing = target.python if chosen is None else None
+    # Discovery found the environment cudatx runs from (its venv active, say): not a target
+    # (cudatx.discover.target.own_environment); the line saying what is checked names it.
+    own = _own_prefix(asked) if chosen is None and missing is None else None
     if chosen is None and require_env:
         if missing is not None:
             raise EnvironmentNotFound(f"no such environment: {missing}")
@@ -148,6 +152,7 @@ def check_requirements(
             target,
             how,
             missing=missing,
+            own=own,
             extras=extras,
             mode=mode,
             fresh=fresh,
@@ -173,6 +178,19 @@ def check_requirements(
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS
 
 
+def _own_prefix(asked: Query | None) -> str | None:
+    """The prefix discovery found, where it is the environment cudatx runs from."""
+    from cudatx.discover.target import own_environment
+
+    if asked is None:
+        return None
+    try:
+        prefix = asked.result().prefix
+    except CudatxError:
+        return None
+    return prefix if own_environment(prefix) else None
+
+
 def _trial_judge(
     env: Environment, trial: TrialRequest, source: UvSource, target: Target
 ) -> Callable[[Proposal, tuple[str, ...]], Plan]:
@@ -192,6 +210,7 @@ def _without_environment(
     how: Planning,
     *,
     missing: str | None,
+    own: str | None,
     extras: tuple[str, ...],
     mode: str,
     fresh: bool,
@@ -200,7 +219,8 @@ def _without_environment(
 ) -> int:
     """The file alone, in an empty environment made for the check: of the interpreter of
     `chosen` (an environment), else of the one `uv venv` picks here. `missing`: the
-    --python folder that is not there, named in the line that says what is checked."""
+    --python folder that is not there, named in the line that says what is checked; `own`:
+    the environment cudatx runs from, which discovery found and which is not a target."""
     from cudatx.cache import open_cache
     from cudatx.discover.target import find_target, locate_interpreter
     from cudatx.planning.checkreq import Wheels, check_conflicts, check_fresh
@@ -219,6 +239,8 @@ def _without_environment(
         uv_cache = cache_dir(uv)
         names = ", ".join(files)
         nothing = f"no such environment: {missing}" if missing else "no environment to check"
+        if own:
+            nothing += f" ({own} is cudatx's own environment: --python {own} checks it)"
         if fresh:
             with scanned(target.retarget(venv), echo=False) as env:
                 out.info(

@@ -10,6 +10,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -550,8 +551,9 @@ def hook_target(
     pre-commit runs hooks with VIRTUAL_ENV pointing at its own environment (for Python
     hooks), so under pre-commit (PRE_COMMIT set) VIRTUAL_ENV is never trusted: --python
     from the hook's args, else the project's .venv; a --python folder that is not there is
-    no environment (missing_environment). Elsewhere, uv's discovery, but never
-    cudatx's own interpreter: a requirements file is not about the tool's environment.
+    no environment (missing_environment). Elsewhere, uv's discovery, but never the
+    environment cudatx runs from (own_environment) nor its interpreter: a requirements file
+    is not about the tool's environment.
     `asked`: that discovery's query, already started (the command's target), if any.
     """
     env = os.environ if environ is None else environ
@@ -569,4 +571,16 @@ def hook_target(
         target = (asked or start_query(None, env, here)).result()
     except EnvironmentNotFound:
         return None
-    return None if target.found_by == FALLBACK else target.prefix
+    if target.found_by == FALLBACK or own_environment(target.prefix):
+        return None
+    return target.prefix
+
+
+def own_environment(prefix: str) -> bool:
+    """Whether `prefix` is the environment cudatx itself runs from (its venv active, or
+    installed into the .venv found): a requirements file is not about the tool's own
+    environment, which is the target only where --python names it."""
+    try:
+        return os.path.samefile(prefix, sys.prefix)
+    except OSError:
+        return False

@@ -98,3 +98,21 @@ def test_a_missing_venv_outside_precommit_is_no_such_environment(tmp_path: Path)
     assert done.returncode == 3, done.stderr
     assert done.stderr.startswith("cudatx: error: no such environment: .venv"), done.stderr
     assert done.stderr.count("\n") == 1 and "no Python interpreter named" not in done.stderr
+
+
+def test_cudatx_own_environment_is_not_the_target(wheels: Path, tmp_path: Path) -> None:
+    """cudatx installed into the environment that is active (VIRTUAL_ENV is the one it runs
+    from, as after `pip install .` there) and no other: the file is checked by itself, and
+    the line saying so names that environment and the --python that would check it."""
+    import sys
+
+    (tmp_path / "requirements.txt").write_text("torch==2.8.0\nnvidia-cudnn-cu13\n")
+    links = ("--offline", "--find-links", wheels)
+    env = {"VIRTUAL_ENV": sys.prefix, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    done = cudatx("check-requirements", "requirements.txt", *links, cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"both install {CUDNN}" in done.stdout, done.stdout
+    (said,) = [ln for ln in done.stderr.splitlines() if "checking the wheels" in ln]
+    assert said.startswith("cudatx: no environment to check ("), said
+    assert f"--python {sys.prefix} checks it" in said, said
+    assert "Using Python" not in done.stderr, done.stderr  # no plan against it
