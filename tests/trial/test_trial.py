@@ -368,13 +368,18 @@ def test_the_trial_runs_the_uv_steps_the_apply_runs(tmp_path: Path) -> None:
 
     wheels = build_twin_world(tmp_path / "w", torch_init=TORCH_INIT)
     venv = contaminated(wheels, tmp_path / "venv")
-    log = tmp_path / "uv.log"
+    # The log lies in uv's cache: the one folder besides the environment (or the shadow)
+    # that a confined uv may write in the apply and in the trial alike (cudatx.sandbox).
+    cache = tmp_path / "uv-cache"
+    cache.mkdir()
+    log = cache / "calls.log"
     uv = tmp_path / "uv"
     uv.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {log}\nexec {uv_bin()} "$@"\n')
     uv.chmod(0o755)
     done = cudatx(
         "remove", "cuda:13", "--repair", "--yes", "--trial", "--trial-shadow", "overlay",
         "--python", venv, "--uv", uv, "--offline", "--find-links", wheels.folder,
+        env={"UV_CACHE_DIR": os.fspath(cache)},
     )  # fmt: skip
     if done.returncode == 17 or "no shadow" in done.stderr:
         pytest.skip(done.stderr)
