@@ -29,7 +29,8 @@ pytestmark = pytest.mark.reliability
 
 def _uv_that_waits(w: World) -> tuple[Path, Path]:
     """A uv that uninstalls for real, then says so (a flag) and waits a minute."""
-    flag = w.work / "uninstalled"
+    # In uv's cache: besides the environment, the one folder a confined uv may write
+    flag = w.work / "uv-cache" / "uninstalled"
     script = w.work / "uv-waits"
     script.write_text(
         "#!/bin/sh\n"
