@@ -43,13 +43,16 @@ from dataclasses import dataclass, field
 
 from cudatx.models import Frozen
 
-_LINE = re.compile(r"^\s*(?P<pid>\d+):\t(?P<text>.*)$")
+# A pid has at most 7 digits (PID_MAX_LIMIT, 2**22) and a namespace index 2 (DL_NNS, 16):
+# a longer run of digits is no line of ld.so's, and int() refuses over 4,300 digits
+# (CPython's limit against quadratic conversion; found by tests/test_fuzz.py).
+_LINE = re.compile(r"^\s*(?P<pid>\d{1,10}):\t(?P<text>.*)$")
 _REQUEST = re.compile(
-    r"^file=(?P<name>.*) \[(?P<ns>\d+)\];  (?P<kind>needed by|dynamically loaded by) "
+    r"^file=(?P<name>.*) \[(?P<ns>\d{1,10})\];  (?P<kind>needed by|dynamically loaded by) "
     r"(?P<by>.*) \[\d+\]$"
 )
-_MAPPED = re.compile(r"^file=(?P<name>.*) \[(?P<ns>\d+)\];  generating link map$")
-_FIND = re.compile(r"^find library=(?P<name>.*) \[(?P<ns>\d+)\]; searching$")
+_MAPPED = re.compile(r"^file=(?P<name>.*) \[(?P<ns>\d{1,10})\];  generating link map$")
+_FIND = re.compile(r"^find library=(?P<name>.*) \[(?P<ns>\d{1,10})\]; searching$")
 _TRYING = re.compile(r"^  trying file=(?P<path>.*)$")
 _PROGRAM = re.compile(r"^(?P<step>initialize program|transferring control): (?P<argv0>.*)$")
 

@@ -87,3 +87,15 @@ def test_a_forked_child_writes_in_its_parent_s_file(libs: Path, tmp_path: Path) 
     forked = next(ld for ld in image.loads if ld.path.endswith("libforked.so"))
     assert forked.kind == DLOPEN
     assert next(ld for ld in image.loads if ld.name == "libdep.so.1").by == forked.path
+
+
+def test_a_pid_of_thousands_of_digits_is_no_line_of_ld_so() -> None:
+    """int() refuses over 4,300 digits (found by tests/test_fuzz.py): such a line is passed
+    over, as any line ld.so never writes, and the report around it is still read."""
+    lines = [
+        "     17:\tfile=libz.so.1 [0];  needed by /bin/prog [0]\n",
+        "1" * 5000 + ":\tfile=libx.so.1 [0];  needed by /bin/prog [0]\n",
+        "     17:\tfile=libz.so.1 [0];  generating link map\n",
+    ]
+    (process,) = read_report(lines, 17)
+    assert [load.name for load in process.loads] == ["libz.so.1"]
