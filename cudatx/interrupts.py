@@ -93,6 +93,26 @@ def raised() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def every_one_raised() -> Iterator[None]:
+    """While the block runs, SIGINT, SIGTERM and SIGHUP all raise Terminated, SIGINT too (not
+    KeyboardInterrupt): for a block that must say which signal ended it (a transaction rolls
+    back and names it). A signal that is ignored (nohup's SIGHUP) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {
+        signum: signal.signal(signum, _raise)
+        for signum in ENDING
+        if signal.getsignal(signum) is not signal.SIG_IGN
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in old.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
 def held() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP held back (pthread_sigmask) while the block runs, so a
     cleanup (removing a shadow) is not cut short; one that came meanwhile is delivered, and

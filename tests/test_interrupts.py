@@ -94,3 +94,28 @@ def test_an_ignored_sighup_stays_ignored() -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_a_transactions_block_names_every_signal_and_leaves_an_ignored_one_ignored() -> None:
+    """every_one_raised (an apply's): SIGINT raises Terminated naming it, not
+    KeyboardInterrupt; an ignored SIGHUP (nohup) does nothing, so a transaction survives
+    the terminal closing; the handlers are back as they were after the block."""
+    code = (
+        f"import os, sys, signal; sys.path.insert(0, {os.fspath(ROOT)!r}); "
+        "from cudatx import interrupts\n"
+        "with interrupts.every_one_raised():\n"
+        "    os.kill(os.getpid(), signal.SIGHUP)\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    except interrupts.Terminated as exc:\n"
+        "        print(exc.name)\n"
+        "assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN\n"
+        "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["SIGINT"]

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from cudatx import interrupts
 from cudatx.digest import file_state
 from cudatx.discover.conda import conda_meta
 from cudatx.discover.dists import installed_state, reinstall_spec
@@ -252,10 +251,14 @@ def apply_change(
             folders,
             confinement,
         )
-        with _interrupts_raise():
+        # SIGINT, SIGTERM or SIGHUP (the terminal closed): the transaction rolls back and
+        # says which. uv, run by subprocess.run (or read line by line: cudatx.uv), is killed
+        # and waited for as the exception passes, so its lock is gone before the rollback
+        # takes the environment back.
+        with interrupts.every_one_raised():
             try:
                 return _carry_out(work, rescan)
-            except _Signalled as sig:
+            except interrupts.Terminated as sig:
                 _interrupted(journal, clock, sig)
 
 
@@ -364,7 +367,7 @@ def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
         after = {p: file_state(p) for p in sorted(kept)}
         # Held back while the last step is written: once committed, an interrupt is the
         # shell's again (it arrives when the handlers are back).
-        with _signals_held():
+        with interrupts.held():
             journal.step(State.COMMITTED, after=after)
     arriving_names = {d.name for d in change.staged}
     return Applied(
@@ -379,57 +382,8 @@ def _carry_out(work: _Work, rescan: Callable[[], Environment]) -> Applied:
     )
 
 
-# SIGHUP too (the terminal closed): like the others it ends cudatx (cudatx.interrupts), and an
-# apply it ends must roll back and say so, not leave the journal for `cudatx rollback`.
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-class _Signalled(BaseException):
-    """SIGINT or SIGTERM during a transaction (a BaseException: no `except Exception` of the
-    code it interrupts may take it for a failure of its own)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.name = signal.Signals(signum).name
-
-
-def _raise(signum: int, frame: object) -> None:
-    raise _Signalled(signum)
-
-
-@contextlib.contextmanager
-def _interrupts_raise() -> Iterator[None]:
-    """While the block runs, SIGINT and SIGTERM raise _Signalled (in the main thread, where
-    Python runs handlers; elsewhere they are left as they are). uv, run by subprocess.run,
-    is killed and waited for as the exception passes (subprocess.run kills its child on any
-    exception), so its lock is gone before the rollback takes the environment back."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {signum: signal.signal(signum, _raise) for signum in _SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in old.items():
-            signal.signal(signum, handler)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back (pthread_sigmask) while the block runs; one that came
-    meanwhile is delivered when it ends."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def _interrupted(journal: JournalWriter, clock: _Clock, sig: _Signalled) -> NoReturn:
-    """SIGINT or SIGTERM during a transaction: it is rolled back, and says so. A second one
+def _interrupted(journal: JournalWriter, clock: _Clock, sig: interrupts.Terminated) -> NoReturn:
+    """SIGINT, SIGTERM or SIGHUP during a transaction: it is rolled back, and says so. A second one
     during that rollback leaves the journal for `cudatx rollback`, and says that."""
     txn = journal.journal.id
     reached = {step.state for step in journal.journal.steps}
@@ -439,13 +393,13 @@ def _interrupted(journal: JournalWriter, clock: _Clock, sig: _Signalled) -> NoRe
             journal.step(State.ROLLED_BACK, error=f"interrupted by {sig.name}")
         raise RolledBack(f"interrupted by {sig.name} before anything was changed ({txn})")
     try:
-        with _interrupts_raise(), clock.phase("rollback"):
+        with interrupts.every_one_raised(), clock.phase("rollback"):
             replaced = (
                 []
                 if journal.journal.state is State.ROLLED_BACK
                 else roll_back(journal, f"interrupted by {sig.name}")
             )
-    except _Signalled as again:
+    except interrupts.Terminated as again:
         raise Interrupted(
             f"interrupted by {sig.name}, then by {again.name} while rolling back: transaction "
             f"{txn} is left as it stood; run `cudatx rollback` to complete it"
