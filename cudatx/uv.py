@@ -137,6 +137,10 @@ class UvFailed(CudatxError):
     exit_code = ExitCode.UV
 
 
+class UvTimedOut(UvFailed):
+    """uv did not finish within the wall-clock time it was given (run_uv's `timeout`)."""
+
+
 def find_uv(explicit: str | None) -> str:
     if explicit:
         found = shutil.which(explicit)
@@ -316,7 +320,7 @@ def _started(
     try:
         return _run(argv, tied=tied, pass_fds=pass_fds, heard=heard, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        raise UvFailed(
+        raise UvTimedOut(
             f"uv {' '.join(args[:2])} was stopped after {timeout:.0f} s of wall clock, "
             "with no answer"
         ) from None

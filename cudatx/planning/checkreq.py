@@ -47,7 +47,14 @@ from cudatx.planning.models import Plan
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.reqfiles import Pin, RequirementsFile, read_requirements
 from cudatx.planning.resolve import Resolved, resolve
-from cudatx.planning.wheelrecords import WheelRead, WheelRecord, layout_of, read_records
+from cudatx.planning.wheelrecords import (
+    WheelRead,
+    WheelRecord,
+    host_of,
+    layout_of,
+    read_records,
+)
+from cudatx.uv import UvFailed, UvTimedOut
 
 # What `uv pip sync` keeps though a file does not list it (seen with uv 0.13.9: a freeze
 # without pip and setuptools syncs to "Would make no changes").
@@ -345,9 +352,24 @@ def _resolve(
         written = _write(now.entries, folder)
         options = (*planning.uv_options, *now.options)
         left = max(1.0, until - time.monotonic())
-        return resolve(
-            planning.uv(), target.prefix, written, options, no_deps=mode == "sync", timeout=left
-        )
+        try:
+            return resolve(
+                planning.uv(), target.prefix, written, options, no_deps=mode == "sync", timeout=left
+            )
+        except UvTimedOut as exc:
+            raise UvFailed(f"{exc.message}: waiting on {_indexes(options)}") from None
+
+
+_INDEX_WORDS = frozenset(
+    {"-i", "--index-url", "--extra-index-url", "--default-index", "--index", "-f", "--find-links"}
+)
+
+
+def _indexes(options: Sequence[str]) -> str:
+    """The hosts of the indexes uv was told of, as a user reads them (no credentials)."""
+    found = [host_of(options[i + 1]) for i, w in enumerate(options[:-1]) if w in _INDEX_WORDS]
+    found = [h for h in dict.fromkeys(found) if "://" not in h and "/" not in h] or found
+    return ", ".join(dict.fromkeys(found)) or "its default index"
 
 
 def _records(

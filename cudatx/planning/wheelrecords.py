@@ -284,14 +284,18 @@ def _from_index(wheel: Wheel, deadlines: Deadlines, until: float) -> _Remote:
         text = got.data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return _Remote(None, got.transferred, got.ranged, f"RECORD is not UTF-8 ({exc.reason})")
-    refuse_rows(got.data, f"{wheel.filename} from {_host(wheel.url)}")
+    refuse_rows(got.data, f"{wheel.filename} from {host_of(wheel.url)}")
     return _Remote(text, got.transferred, got.ranged, None, got.verified)
 
 
-def _host(url: str) -> str:
+def host_of(url: str) -> str:
     """The index's host (and port), as a user reads it: never the credentials of a URL."""
-    parts = urllib.parse.urlsplit(url)
-    return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else url
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # ValueError for one out of range or not a number
+    except ValueError:
+        return "an index whose URL does not parse"
+    return parts.hostname + (f":{port}" if port else "") if parts.hostname else url
 
 
 def _url_key(url: str) -> str:
@@ -380,7 +384,7 @@ def read_records(
     for wheel, answer in fetched:
         if answer.text is None:
             assert wheel.url is not None
-            failure = f"from {_host(wheel.url)}: {answer.why or 'unreadable'}"
+            failure = f"from {host_of(wheel.url)}: {answer.why or 'unreadable'}"
             failed.append((wheel, failure, answer.transferred))
             continue
         source = Source.RANGE if answer.ranged else Source.DOWNLOAD

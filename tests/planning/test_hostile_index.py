@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from cudatx.reading import MAX_RECORD_ROWS
-from tests.support.cli import HIDDEN, argv, environ
+from tests.support.cli import HIDDEN, argv, cudatx, environ
 from tests.support.hostile_index import Behaviour, padded, serve_hostile
 from tests.support.http_index import serve_index
 from tests.support.wheels import build_wheel
@@ -165,6 +165,51 @@ def test_an_index_that_trickles_to_uv_too_ends_at_the_checks_deadline(
     assert done.returncode == UV, done.stderr
     (error,) = _errors(done)
     assert "wall clock" in error and "uv pip install" in error, error
+    assert f"from {index.split('/')[2]}: " in error, error  # the index, named
+
+
+def test_an_index_that_stalls_uvs_resolution_is_named_at_the_deadline(tmp_path: Path) -> None:
+    """An index that accepts the connection and never answers a page: uv's resolution waits
+    (its HTTP timeout is per read, and by default 30 s a read), the check's deadline ends it:
+    one line naming the index's host, exit 13."""
+    import socket
+    import threading
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        host = f"127.0.0.1:{listener.getsockname()[1]}"
+        stop = threading.Event()
+        held: list[socket.socket] = []
+
+        def accept() -> None:  # takes connections and says nothing, until the test ends
+            listener.settimeout(0.2)
+            while not stop.is_set() and len(held) < 64:
+                try:
+                    held.append(listener.accept()[0])
+                except TimeoutError:
+                    continue
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        try:
+            project = tmp_path / "project"
+            project.mkdir()
+            (project / "requirements.txt").write_text("alpha\n")
+            done = cudatx(
+                "check-requirements", "requirements.txt", "--index-url",
+                f"http://user:secret@{host}/simple", "--index-deadline", "5", "--no-cache",
+                cwd=project, env={"UV_CACHE_DIR": str(tmp_path / "uv-cache")}, timeout=TIMEOUT,
+            )  # fmt: skip
+        finally:
+            stop.set()
+            thread.join()
+            for conn in held:
+                conn.close()
+    assert done.returncode == UV, done.stderr
+    (error,) = _errors(done)
+    assert "wall clock" in error and f"waiting on {host}" in error, error
+    assert "secret" not in done.stderr, done.stderr
 
 
 def test_a_poisoned_record_is_not_believed_elsewhere(wheels: Path, tmp_path: Path) -> None:
