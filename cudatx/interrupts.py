@@ -28,7 +28,7 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used: the entry point imports this module at start-up
@@ -61,12 +61,23 @@ def _raise(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
-def _install() -> dict[int, Any]:
-    """Set _raise for RAISED where the handler is the default (not an ignored SIGHUP, not a
-    handler someone else set); the handlers it replaced."""
+def _default(handler: Any) -> bool:
+    return handler is signal.SIG_DFL
+
+
+def _not_ignored(handler: Any) -> bool:
+    return handler is not signal.SIG_IGN
+
+
+def _install(
+    signals: Sequence[int] = RAISED, replaces: Callable[[Any], bool] = _default
+) -> dict[int, Any]:
+    """Set _raise for each of `signals` whose handler `replaces` accepts (by default: where
+    it is the default, not an ignored SIGHUP, not a handler someone else set); the handlers
+    it replaced."""
     old: dict[int, Any] = {}
-    for signum in RAISED:
-        if signal.getsignal(signum) is signal.SIG_DFL:
+    for signum in signals:
+        if replaces(signal.getsignal(signum)):
             old[signum] = signal.signal(signum, _raise)
     return old
 
@@ -79,12 +90,12 @@ def install() -> None:
 
 
 @contextlib.contextmanager
-def raised() -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP raise Terminated (install, undone after)."""
+def _raising(signals: Sequence[int], replaces: Callable[[Any], bool]) -> Iterator[None]:
+    """_install for the block's length, the handlers put back after it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = _install()
+    old = _install(signals, replaces)
     try:
         yield
     finally:
@@ -92,24 +103,16 @@ def raised() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-@contextlib.contextmanager
-def every_one_raised() -> Iterator[None]:
+def raised() -> contextlib.AbstractContextManager[None]:
+    """While the block runs, SIGTERM and SIGHUP raise Terminated (install, undone after)."""
+    return _raising(RAISED, _default)
+
+
+def every_one_raised() -> contextlib.AbstractContextManager[None]:
     """While the block runs, SIGINT, SIGTERM and SIGHUP all raise Terminated, SIGINT too (not
     KeyboardInterrupt): for a block that must say which signal ended it (a transaction rolls
     back and names it). A signal that is ignored (nohup's SIGHUP) stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {
-        signum: signal.signal(signum, _raise)
-        for signum in ENDING
-        if signal.getsignal(signum) is not signal.SIG_IGN
-    }
-    try:
-        yield
-    finally:
-        for signum, handler in old.items():
-            signal.signal(signum, handler)
+    return _raising(ENDING, _not_ignored)
 
 
 @contextlib.contextmanager
