@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cudatx.documents import dump
+from cudatx.codec import plain
 from cudatx.errors import one_line
 from cudatx.names import counted
 from cudatx.planning.checkreq import Check, FileCheck
@@ -14,7 +14,7 @@ from cudatx.render import plan as render_plan
 
 
 def to_json(checks: list[FileCheck]) -> str:
-    data = {"schema_version": 1, "files": [dump(c, mode="json") for c in checks]}
+    data = {"schema_version": 1, "files": [plain(c) for c in checks]}
     return json.dumps(data, indent=2)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cudatx.analysis.doctor import DoctorReport, DoctorTrial
 from cudatx.analysis.problems import Problem, Severity
-from cudatx.documents import dump_json
+from cudatx.codec import document
 from cudatx.errors import json_text
 from cudatx.names import counted
 from cudatx.render import as_text
@@ -14,7 +14,7 @@ _CONSEQUENCES = 6  # lines under one finding; --json lists them all
 
 
 def to_json(report: DoctorReport) -> str:
-    return json_text(dump_json(report, indent=2))
+    return json_text(document(report))
 
 
 def _problem(problem: Problem) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cudatx.documents import dump_json
+from cudatx.codec import document
 from cudatx.errors import json_text
 from cudatx.names import counted
 from cudatx.paths import display_path as shown
@@ -15,7 +15,7 @@ _SHOWN_NAMES = 4  # a group of rebinds names this many sonames, then counts the 
 
 
 def to_json(plan: Plan) -> str:
-    return json_text(dump_json(plan, indent=2))
+    return json_text(document(plan))
 
 
 def verdict(plan: Plan) -> str:

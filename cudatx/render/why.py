@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cudatx.analysis.why import Owner, Route, WhyReport
-from cudatx.documents import dump_json
+from cudatx.codec import document
 from cudatx.errors import json_text
 from cudatx.models import Attempt, Evidence, How, Outcome, Status
 from cudatx.names import counted
@@ -14,7 +14,7 @@ _MAX_NEEDERS = 8  # the JSON lists them all
 
 
 def to_json(report: WhyReport) -> str:
-    return json_text(dump_json(report, indent=2))
+    return json_text(document(report))
 
 
 class _Paths:
