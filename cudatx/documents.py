@@ -1,9 +1,11 @@
 """Models as the JSON documents users read and cudatx keeps, through pydantic.
 
-Reports (`--json`), journals, snapshot manifests and trace records are written and validated
-here: pydantic checks a document against the models' annotations (an unknown field is an
-error: cudatx.models.Frozen) and says what is wrong in words. It is imported only where a
-document is written or read; a plan printed as text never imports it (cudatx.codec).
+Journals, snapshot manifests and trace records are written and validated here: pydantic
+checks a document against the models' annotations (an unknown field is an error:
+cudatx.models.Frozen) and says what is wrong in words. It is imported only where such a
+document is written or read. A `--json` report a user reads is only written, never read
+back, and needs no validation: cudatx.codec.document writes the same bytes without
+pydantic.
 """
 
 from __future__ import annotations
