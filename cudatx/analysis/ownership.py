@@ -66,7 +66,7 @@ class Hollow(Frozen):
     name: str
     version: str
     missing: int  # entries whose path does not exist
-    wrong: int  # entries of another size, or (co-owned paths) another sha256
+    wrong: int  # entries of another size, or (co-owned, sizes tied) another sha256
     total: int  # entries checked: those with a hash, RECORD itself excluded
     examples: tuple[str, ...]  # up to five RECORD paths, as RECORD writes them
     emptied: bool  # every checked file outside its own metadata folder is missing or wrong
@@ -118,9 +118,9 @@ class Ownership:
         matches them, or, where every owner's RECORD gives a size and one alone has the
         file's, that one without reading it.
 
-        The size rule keeps a scan from hashing gigabytes (cuDNN 12 and 13 differ in size):
-        a file of that owner's size with other bytes is still found, by `hollow`, which
-        hashes every co-owned file its check reaches."""
+        The size rule keeps a scan from hashing gigabytes (cuDNN 12 and 13 differ in size);
+        hollow() follows the same rule (size_decides), as it does for a file one RECORD
+        lists: a file of the right size is not read."""
         entries = [(d, self.entry(d, key)) for d in self.owners(key)]
         try:
             size = os.stat(self.env.view.real(key)).st_size
@@ -131,6 +131,21 @@ class Ownership:
             if len(sized) == 1:
                 return (sized[0],)
         return tuple(d for d, e in entries if e is not None and self.matches(key, e))
+
+    def size_decides(self, key: str, entry: RecordEntry) -> bool:
+        """Whether the size of a co-owned file (already found equal to `entry`'s) tells its
+        owner: every owner's RECORD gives a size, and none that names other bytes gives
+        this one. Then the file is `entry`'s owner's as a file of one owner is its owner's
+        when its size is right (hollow() checks sizes, and hashes nothing else): hashing
+        cuDNN 12's and 13's gigabytes was a third of a cold doctor (issue 36). Where sizes
+        tie, or a RECORD has none, the hash decides."""
+        for dist in self.owners(key):
+            other = self.entry(dist, key)
+            if other is None or other.size is None:
+                return False
+            if other.size == entry.size and other.hash_digest != entry.hash_digest:
+                return False
+        return True
 
     def owners(self, key: str) -> tuple[Distribution, ...]:
         names = self.env.owners.get(key, ())
@@ -241,8 +256,9 @@ def hollow(env: Environment, names: Iterable[str] | None = None) -> tuple[Hollow
     """Distributions (all, or those of `names`) with RECORD entries missing on disk, or of
     the wrong size (or hash).
 
-    Every entry is checked for existence and size; only co-owned paths are hashed, since
-    hashing a whole CUDA environment means reading gigabytes.
+    Every entry is checked for existence and size; only co-owned paths whose owners' sizes
+    tie are hashed (Ownership.size_decides), since hashing a whole CUDA environment means
+    reading gigabytes.
     """
     ctx = Ownership(env)
     wanted = None if names is None else set(names)
@@ -418,7 +434,11 @@ def _state(ctx: Ownership, dist: Distribution, entry: RecordEntry, path: str) ->
     if entry.size is not None and size != entry.size:
         return "wrong"
     key = ctx.env.keys(path)
-    if len(ctx.env.owners.get(key, ())) > 1 and ctx.matches(path, entry) is False:
+    if (
+        len(ctx.env.owners.get(key, ())) > 1
+        and not ctx.size_decides(key, entry)
+        and ctx.matches(path, entry) is False
+    ):
         return "wrong"
     return None
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatx.analysis import ownership
 from cudatx.analysis.cuda import (
     Basis,
     cuda_major_of_dist,
@@ -233,6 +234,35 @@ def test_uninstalling_one_owner_empties_the_other(cu12_removed: Installed) -> No
     # What a plan checks on every run: the same finding, from the code entries alone.
     assert losing_code(env) == (CU13,)
     assert cu13.lost == (CUDNN,)  # its __init__.py is empty: a namespace package imports
+
+
+@pytest.mark.parametrize("sizes", [(100, 200), (100, 100)], ids=["sizes differ", "sizes tie"])
+def test_a_co_owned_file_is_hashed_only_where_sizes_cannot_tell_whose_it_is(
+    sizes: tuple[int, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twins of other sizes: the file's size says whose bytes it holds, as it does for a
+    file one RECORD lists, and nothing is read (cuDNN 12's and 13's gigabytes were a third
+    of a cold doctor). Twins of one size: the hash decides. Either way the twin whose bytes
+    are gone is hollow and the last installed is intact, as the bytes on disk say."""
+    first, last = sizes
+    out = tmp_path / "wheels"
+    twin_a = build_wheel(out, "twin-a", "1.0", {"twin/libtwin.so": b"a" * first})
+    twin_b = build_wheel(out, "twin-b", "1.0", {"twin/libtwin.so": b"b" * last})
+    installed = _venv(tmp_path, [twin_a], [twin_b])
+    on_disk = (installed.site / "twin/libtwin.so").read_bytes()
+    assert on_disk == b"b" * last  # the judge: uv left the last installed twin's bytes
+
+    read: list[str] = []
+    real_digest = ownership.digest_file
+
+    def digest_file(path: str, algorithm: str) -> bytes | None:
+        read.append(os.path.basename(path))
+        return real_digest(path, algorithm)
+
+    monkeypatch.setattr(ownership, "digest_file", digest_file)
+    found = {h.name: h for h in hollow(installed.env)}
+    assert set(found) == {"twin-a"} and found["twin-a"].wrong == 1
+    assert ("libtwin.so" in read) == (first == last)
 
 
 # -- CUDA majors ----------------------------------------------------------------------------
