@@ -137,6 +137,19 @@ class _ByName:
             for path, name in zip(rows, [p.rpartition("/")[2] for p in rows], strict=True):
                 paths[name].append((owner, path))
         self._keyed: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._shared: frozenset[str] | None = None
+
+    def shared(self) -> frozenset[str]:
+        """The file names more than one distribution's RECORD lists: only a path ending in
+        one of them can be co-owned (doctor asks of every RECORD line; keying each took
+        half of a warm doctor's ownership checks)."""
+        if self._shared is None:
+            self._shared = frozenset(
+                name
+                for name, rows in self.paths.items()
+                if len(rows) > 1 and any(owner != rows[0][0] for owner, _ in rows)
+            )
+        return self._shared
 
     def group(self, name: str) -> dict[str, tuple[str, ...]]:
         """Key -> owners, in distribution order, for every RECORD path ending in `name`."""
@@ -184,6 +197,22 @@ class Owners(Mapping[str, tuple[str, ...]]):
         distribution order: who meant to provide a library the loader cannot find."""
         found = dict.fromkeys(owner for owner, _ in self._by_name.paths.get(name, ()))
         return tuple(n for n in found if n not in self._without)
+
+    def co_owned(self) -> dict[str, tuple[str, ...]]:
+        """Key -> owners of every path more than one distribution's RECORD lists (keying
+        only the paths whose file name is listed by several)."""
+        found = {}
+        for name in self._by_name.shared():
+            for key in self._by_name.group(name):
+                owners = self.get(key)
+                if owners is not None and len(owners) > 1:
+                    found[key] = owners
+        return found
+
+    def may_share(self, path: str) -> bool:
+        """False where no other distribution's RECORD lists a file of `path`'s name: then
+        `path` is not co-owned, and need not be keyed to know it."""
+        return path.rpartition("/")[2] in self._by_name.shared()
 
     def get(self, key: str, default: Any = None) -> Any:
         if self._all is not None:  # every key known: doctor asks about every RECORD line

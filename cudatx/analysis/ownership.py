@@ -229,8 +229,9 @@ def co_owned(env: Environment) -> tuple[CoOwned, ...]:
     ctx = Ownership(env)
     by_name = {d.name: d for d in env.distributions}
     out = []
-    for key in sorted(k for k, names in env.owners.items() if len(names) > 1):
-        owners = tuple(by_name[n] for n in env.owners[key] if n in by_name)
+    shared = env.owners.co_owned()
+    for key in sorted(shared):
+        owners = tuple(by_name[n] for n in shared[key] if n in by_name)
         present = os.path.lexists(key)
         hashes = set()
         for dist in owners:
@@ -433,6 +434,8 @@ def _state(ctx: Ownership, dist: Distribution, entry: RecordEntry, path: str) ->
         return "wrong" if os.path.lexists(real) else "missing"  # a dangling link: wrong
     if entry.size is not None and size != entry.size:
         return "wrong"
+    if not ctx.env.owners.may_share(path):
+        return None
     key = ctx.env.keys(path)
     if (
         len(ctx.env.owners.get(key, ())) > 1
