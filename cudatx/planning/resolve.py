@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from cudatx.errors import EnvironmentNotFound, UsageError
+from cudatx.errors import EnvironmentNotFound, NeedsBuild
 from cudatx.models import Frozen
 from cudatx.names import canonical_name
 from cudatx.uv import ALLOW_BUILD, UvFailed, pip_argv, run_uv
@@ -210,11 +210,13 @@ def read_pylock(
             wheels = [_wheel(name, version, archive, base)]
         else:
             # uv resolves a local folder's static metadata without building it; installing
-            # it would build it.
+            # it would build it. NeedsBuild, as the check names such a line before uv runs
+            # (cudatx.planning.building): one situation, one exit code (16).
             kind = next((k for k in _UNBUILT if k in package), "no wheel")
-            raise UsageError(
-                f"{name} ({_UNBUILT.get(kind, kind)}) can only be checked by building it; "
-                "cudatx never builds"
+            raise NeedsBuild(
+                f"{name} ({_UNBUILT.get(kind, kind)}) can only be checked by building it: "
+                "the check without an environment never builds; pass --fresh (or --python) "
+                "with --allow-build"
             )
         if len(wheels) == 1:
             out.append(wheels[0])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatx.errors import NeedsBuild
 from cudatx.planning.resolve import read_pylock, read_via, selected, target_tags
 from tests.support import make_venv, uv_bin
 from tests.support.cli import HIDDEN, cudatx
@@ -335,6 +336,23 @@ def test_fresh_judges_loads_the_paths_alone_cannot(cuda13_torch: Path, tmp_path:
 
 
 # -- reading uv's answers ---------------------------------------------------------------
+
+
+def test_a_locked_folder_uv_would_build_is_exit_16() -> None:
+    """A package uv's lock gives no wheel for (a local folder, PEP 751's `directory`) is
+    refused as the check refuses every requirement only a build could give: NeedsBuild,
+    exit 16, as docs/commands.md's table says (it was a usage error, exit 2)."""
+    lock = """
+lock-version = "1.0"
+[[packages]]
+name = "pkg"
+version = "1"
+directory = { path = "pkg" }
+"""
+    with pytest.raises(NeedsBuild) as refused:
+        read_pylock(lock, "/x/requirements.in", {}, lambda: [])
+    assert refused.value.exit_code == 16
+    assert refused.value.message.startswith("pkg (a local folder) can only be checked by building")
 
 
 def test_the_wheel_uv_selects_among_several(tmp_path: Path) -> None:
