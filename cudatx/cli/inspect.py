@@ -10,6 +10,7 @@ from cudatx.cli.app import scanned
 from cudatx.cli.options import (
     Target,
     TrialRequest,
+    format_option,
     json_option,
     strict_option,
     target_options,
@@ -141,14 +142,10 @@ def _fitting(graph: nx.MultiDiGraph, name: str, requires: bool) -> nx.MultiDiGra
 
 @click.command()
 @target_options
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "dot", "graphml", "mermaid", *_PICTURES]),
-    default="text",
-    show_default=True,
-    help="Output format (the same at a terminal and in a pipe); svg and png are drawn by "
-    "Graphviz's dot.",
+@format_option(
+    ("text", "json", "dot", "graphml", "mermaid", *_PICTURES),
+    "the graph",
+    ", as DOT, GraphML or Mermaid, or drawn by Graphviz's dot as SVG or PNG",
 )
 @click.option(
     "--around",

@@ -180,7 +180,12 @@ def output_params() -> list[click.Option]:
             help="Colour the output [default: auto: only on a terminal; NO_COLOR turns it "
             "off, FORCE_COLOR or CLICOLOR_FORCE on].",
         ),
-        click.Option(["-q", "--quiet"], count=True, help="Print only errors and the verdict line."),
+        click.Option(
+            ["-q", "--quiet"],
+            count=True,
+            help="Print only the result and errors (a report's verdict line): no progress, "
+            "warnings or narration.",
+        ),
         click.Option(
             ["-v", "--verbose"],
             count=True,

@@ -46,6 +46,19 @@ def test_demo_keeps_what_it_prints(tmp_path: Path) -> None:
     assert "stays at" in done.stdout
 
 
+def test_demo_quiet_says_only_what_it_built(tmp_path: Path) -> None:
+    """`demo -q`, as the README's quick start runs it: one line naming what it built, none
+    of the walk through doctor, why and the plans; at a terminal nothing on stderr either."""
+    done = in_terminal("demo", "-q", "--keep", tmp_path / "d", "--color", "never")
+    assert done.returncode == 0, done.err
+    assert done.out == (
+        f"Built a demo environment at {tmp_path / 'd' / 'venv'} "
+        f"(its wheels in {tmp_path / 'd' / 'wheels'}).\n"
+    )
+    assert done.err == ""
+    assert Path(tmp_path, "d", "venv", "pyvenv.cfg").is_file()
+
+
 @pytest.fixture()
 def copy(demo: Path, tmp_path: Path) -> Path:
     """A copy of the demo folder for a test that changes it."""
@@ -233,6 +246,40 @@ def test_graph_is_the_same_tree_at_a_terminal_and_in_a_pipe(demo: Path) -> None:
         hide=QUIET,
     )  # fmt: skip
     assert json.loads(asked.stdout)["schema_version"] == 1
+
+
+def test_graph_json_is_the_tree_s_content(demo: Path) -> None:
+    """`graph --json` is `--format json` (the README's "--json where it reports"), and what
+    it holds is what the tree shows: the same distributions, each file under each owner
+    with its owners (the one whose bytes are on disk starred), each need under its file."""
+    args = ("graph", "--around", "libcudnn.so.9", "--python", _venv(demo))
+    done = cudatx(*args, "--json", hide=QUIET)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == cudatx(*args, "--format", "json", hide=QUIET).stdout
+    graph = json.loads(done.stdout)
+    tree = cudatx(*args, hide=QUIET).stdout.splitlines()
+    nodes = {node["id"]: node for node in graph["nodes"]}
+    heads = {line for line in tree if not line.startswith((" ", "*", "("))}
+    assert heads == {n["label"] for n in nodes.values() if n["kind"] == "distribution"}
+    owns = sorted(
+        (e["source"], e["target"], e["effective"]) for e in graph["edges"] if e["kind"] == "owns"
+    )
+    assert owns
+    for dist, file, _ in owns:
+        owners = ", ".join(
+            nodes[s]["label"] + "*" * effective for s, f, effective in owns if f == file
+        )
+        under = tree[tree.index(nodes[dist]["label"]) + 1 :]
+        under = under[: next((i for i, ln in enumerate(under) if not ln.startswith(" ")), None)]
+        assert f"  {nodes[file]['label']} [{owners}]" in under, (dist, file)
+    for edge in graph["edges"]:
+        if edge["kind"] == "needs":
+            soname = nodes[edge["target"]].get("label", edge["target"].split(":", 1)[1])
+            assert any(line.startswith(f"    needs {soname}") for line in tree), soname
+    # --json is that alias only: beside another format it is a usage error, said in a line.
+    both = cudatx(*args, "--json", "--format", "dot", hide=QUIET)
+    assert both.returncode == 2 and both.stdout == ""
+    assert both.stderr.splitlines() == ["cudatx: error: --json is --format json, not --format dot"]
 
 
 @pytest.mark.parametrize("rows", [12, 40, 400])
@@ -440,6 +487,12 @@ def test_nothing_to_roll_back_has_its_own_exit_code(copy: Path) -> None:
     assert empty.stdout == f"No transactions recorded for {_venv(copy)}.\n"
     listed = json.loads(cudatx("history", "--json", "--python", _venv(copy), hide=QUIET).stdout)
     assert listed["transactions"] == []
+    # `history show` takes the latest as rollback does: with none, the same exit code.
+    shown = cudatx("history", "show", "--python", _venv(copy), hide=QUIET)
+    assert shown.returncode == 14, shown.stderr
+    assert shown.stderr.splitlines() == [
+        f"cudatx: error: nothing to show: no cudatx transaction recorded in {_venv(copy)}"
+    ]
 
 
 # -- prompts ----------------------------------------------------------------------------------
