@@ -74,14 +74,11 @@ def doctor(
     with scanned(target) as env:
         report = diagnose(env, strict=strict)
         if trial is not None:
-            from cudatx.cli.change import trial_said
+            from cudatx.cli.change import trial_options_shown, trial_said
             from cudatx.trial.doctor import judge_as_is
-            from cudatx.trial.run import TrialOptions
 
-            options = TrialOptions(
-                commands=trial.commands, methods=trial.methods, sandbox=target.sandbox
-            )
-            judged = judge_as_is(env, options)
+            with trial_options_shown(trial, target, as_json=as_json) as options:
+                judged = judge_as_is(env, options)
             report = replace(report, trial=judged)
             target.output.debug(trial_said(target, judged.sandbox))
     if as_json:
