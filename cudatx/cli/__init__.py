@@ -76,7 +76,7 @@ _HELP: dict[click.Command, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     ),
     history_show: (
         "One transaction: what it changed, its steps, its plan.",
-        ("cudatx history show 20260102T030405-1a2b", "cudatx history show ID --json"),
+        ("cudatx history show --python .venv", "cudatx history show 20260102T030405-1a2b --json"),
         (_QUERY,),
     ),
     history_prune: (
@@ -124,11 +124,23 @@ def _document(command: click.Command) -> None:
     with_output(command)
 
 
+def _registered(group: click.Group) -> list[click.Command]:
+    """Every command the group runs, a subgroup's own commands too (`history show`)."""
+    found: list[click.Command] = []
+    for command in group.commands.values():
+        found.append(command)
+        if isinstance(command, click.Group):
+            found += _registered(command)
+    return found
+
+
 for _command in (why, doctor, graph, remove, install, sync, check_requirements, rollback):
     cli.add_command(_command)
 for _command in (trace, history, demo, completion):
     cli.add_command(_command)
-for _command in _HELP:
+# Each registered command, not each listed in _HELP: a command added without its help is a
+# KeyError here, never one without --color, -q and -v.
+for _command in _registered(cli):
     _document(_command)
 cli.params.extend(output_params())
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import click
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from cudatx.environment import Environment
     from cudatx.models import SandboxUsed
     from cudatx.planning.change import Planning, Proposal
+    from cudatx.trial.run import TrialOptions
 
 
 def _command_words(
@@ -60,25 +62,46 @@ def tried(
     source: UvSource,
     target: Target,
     uv_options: tuple[str, ...] | None = None,
+    *,
+    as_json: bool = False,
 ) -> Proposal:
     """The proposal, its plan judged by a trial where one is asked (cudatx.trial); uv gets
     `uv_options` (uv's words: a requirements file's own options too), else the command
     line's. The trial runs confined as the command's probe (`target.sandbox`) allows, and
-    -v says how."""
+    -v says how; at a terminal a line says where it is (not with `as_json`)."""
     if trial is None:
         return proposal
     from dataclasses import replace
 
-    from cudatx.trial.run import TrialOptions, run_trial
+    from cudatx.trial.run import run_trial
     from cudatx.trial.verdict import compare
     from cudatx.uv import find_uv
 
-    options = TrialOptions(commands=trial.commands, methods=trial.methods, sandbox=target.sandbox)
     words = source.options if uv_options is None else uv_options
-    ran = run_trial(env, proposal.change, find_uv(source.uv), words, options)
+    with trial_options_shown(trial, target, as_json=as_json) as options:
+        ran = run_trial(env, proposal.change, find_uv(source.uv), words, options)
     target.output.debug(trial_said(target, ran.sandbox))
     plan = compare(proposal.plan, ran, env.target.site_packages)
     return replace(proposal, plan=plan)
+
+
+@contextlib.contextmanager
+def trial_options_shown(
+    trial: TrialRequest, target: Target, *, as_json: bool
+) -> Iterator[TrialOptions]:
+    """The trial's options, with a line on a terminal that says where it is while the
+    block runs it (cudatx.cli.output.Output.ticking): not under -q, --json, --no-progress."""
+    from cudatx.render.trial import step
+    from cudatx.trial.run import TrialOptions
+
+    quiet = as_json or not target.progress
+    with target.output.ticking("Trial", disabled=quiet) as say:
+        yield TrialOptions(
+            commands=trial.commands,
+            methods=trial.methods,
+            sandbox=target.sandbox,
+            progress=lambda told: say(step(told)),
+        )
 
 
 def trial_said(target: Target, used: SandboxUsed | None) -> str:
@@ -108,7 +131,7 @@ def _carry_out(
             "cudatx: --trial: making the change in a shadow of the environment and importing "
             "every package before and after (this runs the environment's code)"
         )
-    proposal = tried(env, proposal, trial, source, target)
+    proposal = tried(env, proposal, trial, source, target, as_json=request.as_json)
     plan = proposal.plan
     if request.as_json:
         click.echo(render.to_json(plan))

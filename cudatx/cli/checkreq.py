@@ -169,7 +169,7 @@ def check_requirements(
     with scanned(target, echo=False, changes=True) as env:
         judge = None
         if trial is not None:
-            judge = _trial_judge(env, trial, source, target)
+            judge = _trial_judge(env, trial, source, target, as_json=as_json)
         checks = [check_file(env, f, how, extras=extras, mode=mode, judge=judge) for f in files]
     if as_json:
         click.echo(render.to_json(checks))
@@ -192,13 +192,13 @@ def _own_prefix(asked: Query | None) -> str | None:
 
 
 def _trial_judge(
-    env: Environment, trial: TrialRequest, source: UvSource, target: Target
+    env: Environment, trial: TrialRequest, source: UvSource, target: Target, *, as_json: bool
 ) -> Callable[[Proposal, tuple[str, ...]], Plan]:
     """A trial of each file's proposal (cudatx.trial), with uv's options and the file's."""
     from cudatx.cli.change import tried
 
     def judge(proposal: Proposal, uv_options: tuple[str, ...]) -> Plan:
-        return tried(env, proposal, trial, source, target, uv_options).plan
+        return tried(env, proposal, trial, source, target, uv_options, as_json=as_json).plan
 
     return judge
 

@@ -49,6 +49,10 @@ def demo(keep: str | None, compiler: str | None, out: Output) -> int:
             shutil.rmtree(folder, ignore_errors=True)
         raise
     venv = run.built.venv
+    if out.quiet:  # what was built, not the walk through it (-q's one meaning: no narration)
+        wheels = shlex.quote(str(run.built.wheels))
+        out.echo(f"Built a demo environment at {venv} (its wheels in {wheels}).")
+        return 0
     out.echo("Built a demo environment:")
     for line in run.built.story:
         out.echo(f"  {line}")

@@ -105,19 +105,18 @@ def history_prune(keep: int, python: str | None, out: Output) -> int:
 
 
 @history.command("show")
-@click.argument("txn", metavar="ID")
+@click.argument("txn", metavar="[ID]", required=False)
 @python_option
 @json_option("the whole journal")
-def history_show(txn: str, python: str | None, as_json: bool, out: Output) -> int:
-    """One transaction: what it changed, each step, how it ended; --json: its journal."""
+def history_show(txn: str | None, python: str | None, as_json: bool, out: Output) -> int:
+    """Transaction ID (default: the latest, the one `rollback` takes): what it changed,
+    each step, how it ended; --json: its journal."""
     from cudatx.render import colour
     from cudatx.render import history as render
+    from cudatx.txn.rollback import chosen
     from cudatx.txn.store import Store
 
-    store = Store(_prefix(python))
-    if txn not in store.ids():
-        raise UsageError(f"no transaction {txn}; `cudatx history` lists them")
-    journal = store.read_journal(txn)
+    journal = chosen(Store(_prefix(python)), txn, nothing="nothing to show")
     if as_json:
         click.echo(render.show_json(journal), nl=False)
     else:

@@ -10,6 +10,7 @@ from cudatx.cli.app import scanned
 from cudatx.cli.options import (
     Target,
     TrialRequest,
+    format_option,
     json_option,
     strict_option,
     target_options,
@@ -73,14 +74,11 @@ def doctor(
     with scanned(target) as env:
         report = diagnose(env, strict=strict)
         if trial is not None:
-            from cudatx.cli.change import trial_said
+            from cudatx.cli.change import trial_options_shown, trial_said
             from cudatx.trial.doctor import judge_as_is
-            from cudatx.trial.run import TrialOptions
 
-            options = TrialOptions(
-                commands=trial.commands, methods=trial.methods, sandbox=target.sandbox
-            )
-            judged = judge_as_is(env, options)
+            with trial_options_shown(trial, target, as_json=as_json) as options:
+                judged = judge_as_is(env, options)
             report = replace(report, trial=judged)
             target.output.debug(trial_said(target, judged.sandbox))
     if as_json:
@@ -141,14 +139,10 @@ def _fitting(graph: nx.MultiDiGraph, name: str, requires: bool) -> nx.MultiDiGra
 
 @click.command()
 @target_options
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "dot", "graphml", "mermaid", *_PICTURES]),
-    default="text",
-    show_default=True,
-    help="Output format (the same at a terminal and in a pipe); svg and png are drawn by "
-    "Graphviz's dot.",
+@format_option(
+    ("text", "json", "dot", "graphml", "mermaid", *_PICTURES),
+    "the graph",
+    ", as DOT, GraphML or Mermaid, or drawn by Graphviz's dot as SVG or PNG",
 )
 @click.option(
     "--around",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import click
 
 from cudatx.cli.output import Output
-from cudatx.errors import CudatxError
+from cudatx.errors import CudatxError, UsageError
 
 if TYPE_CHECKING:
     from cudatx.discover.target import Query
@@ -220,8 +220,52 @@ def target_options(command: F) -> F:
     )
 
 
+def format_option(formats: tuple[str, ...], what: str, more: str = "") -> Callable[[F], F]:
+    """--format FORMAT (`text` by default) and --json, its alias for `--format json`: how
+    every command chooses what it prints, declared once; the command receives the format
+    chosen as `fmt`. `more`: what the help adds about the formats past text and json."""
+
+    def decorate(command: F) -> F:
+        run = command
+
+        @functools.wraps(run)
+        def chosen(*args: Any, output_format: str | None, as_json: bool, **kwargs: Any) -> Any:
+            if as_json and output_format not in (None, "json"):
+                raise UsageError(f"--json is --format json, not --format {output_format}")
+            return run(*args, fmt="json" if as_json else output_format or "text", **kwargs)
+
+        return _apply(
+            cast(F, chosen),
+            [
+                click.option(
+                    "--format",
+                    "output_format",
+                    type=click.Choice(formats),
+                    default=None,
+                    help=f"Print {what} as text or JSON on stdout (the same at a terminal "
+                    f"and in a pipe){more} [default: text].",
+                ),
+                click.option("--json", "as_json", is_flag=True, help="The same as --format json."),
+            ],
+        )
+
+    return decorate
+
+
 def json_option(what: str) -> Callable[[F], F]:
-    return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON on stdout.")
+    """--format text|json and --json (format_option), for a command that prints text or
+    JSON; it receives `as_json`."""
+
+    def decorate(command: F) -> F:
+        run = command
+
+        @functools.wraps(run)
+        def chosen(*args: Any, fmt: str, **kwargs: Any) -> Any:
+            return run(*args, as_json=fmt == "json", **kwargs)
+
+        return format_option(("text", "json"), what)(cast(F, chosen))
+
+    return decorate
 
 
 # NamedTuples, not dataclasses, here: importing dataclasses imports inspect, 12 ms of every

@@ -19,11 +19,14 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 import click
 
 from cudatx.errors import one_line, printable
+
+if TYPE_CHECKING:
+    from cudatx.progress import Ticker
 
 COLOR_CHOICES = ("auto", "always", "never")
 
@@ -111,41 +114,55 @@ class Output(NamedTuple):
         return self._label("error", "red", err)
 
     @contextlib.contextmanager
-    def waiting(self, what: str, *, disabled: bool = False) -> Iterator[Callable[[str], None]]:
-        """A wait a person at a terminal sees: `cudatx: WHAT...` on stderr as it starts, the
-        same with its time once it ends (only on a terminal, never under -q, --json or
-        --no-progress: `disabled`). What it yields is told uv's stderr lines as they come: a
-        download or a build among them is the line until the next (`cudatx: Downloading
-        torch (846.0MiB)...`, cut to the terminal's width); the wait's own words end it."""
-        import shutil
+    def _ticker(self, what: str, disabled: bool) -> Iterator[Ticker | None]:
+        """`cudatx: WHAT...` on stderr with its seconds added in place as it lasts
+        (cudatx.progress.Ticker), ended with its time (or `failed after` it); None where
+        nothing is shown: off a terminal, under -q, --json or --no-progress (`disabled`)."""
         import time
 
-        from cudatx.progress import wanted
+        from cudatx.progress import Ticker, wanted
         from cudatx.render.apply import duration
 
-        shown = wanted(sys.stderr, os.environ, disabled=disabled or bool(self.quiet))
-        what = printable(what)
-        if shown:
-            sys.stderr.write(f"cudatx: {what}...")
-            sys.stderr.flush()
-
-        def heard(line: str) -> None:
-            if shown and _UV_PROGRESS.match(line):
-                width = shutil.get_terminal_size().columns
-                said = one_line(line)  # uv's words, which name what an index served
-                sys.stderr.write(f"\r\x1b[K{f'cudatx: {said}...'[: width - 1]}")
-                sys.stderr.flush()
-
+        if not wanted(sys.stderr, os.environ, disabled=disabled or bool(self.quiet)):
+            yield None
+            return
+        what = one_line(what)
+        ticker = Ticker(sys.stderr, f"cudatx: {what}...")
         started = time.monotonic()
         ended = "failed after"
         try:
-            yield heard
+            yield ticker
             ended = "done in"
         finally:
-            if shown:
-                took = duration(time.monotonic() - started)
-                sys.stderr.write(f"\r\x1b[Kcudatx: {what}: {ended} {took}\n")
-                sys.stderr.flush()
+            ticker.stop()
+            took = duration(time.monotonic() - started)
+            sys.stderr.write(f"\r\x1b[Kcudatx: {what}: {ended} {took}\n")
+            sys.stderr.flush()
+
+    @contextlib.contextmanager
+    def waiting(self, what: str, *, disabled: bool = False) -> Iterator[Callable[[str], None]]:
+        """A wait on uv a person at a terminal sees (`_ticker`): what it yields is told uv's
+        stderr lines as they come: a download or a build among them is the line until the
+        next (`cudatx: Downloading torch (846.0MiB)...`); the wait's own words end it."""
+        with self._ticker(what, disabled) as ticker:
+
+            def heard(line: str) -> None:
+                if ticker is not None and _UV_PROGRESS.match(line):
+                    ticker.say(f"cudatx: {one_line(line)}...")  # uv's words: what an index served
+
+            yield heard
+
+    @contextlib.contextmanager
+    def ticking(self, what: str, *, disabled: bool = False) -> Iterator[Callable[[str], None]]:
+        """A wait that prints nothing of its own (a trial's imports) as a person at a
+        terminal sees it (`_ticker`), saying what the block tells the function it gets
+        (`Trial, before the change: importing 12/40: torch`)."""
+        with self._ticker(what, disabled) as ticker:
+            yield (
+                (lambda text: None)
+                if ticker is None
+                else (lambda text: ticker.say(f"cudatx: {one_line(text)}..."))
+            )
 
 
 def settled(ctx: click.Context) -> Output:
@@ -180,7 +197,12 @@ def output_params() -> list[click.Option]:
             help="Colour the output [default: auto: only on a terminal; NO_COLOR turns it "
             "off, FORCE_COLOR or CLICOLOR_FORCE on].",
         ),
-        click.Option(["-q", "--quiet"], count=True, help="Print only errors and the verdict line."),
+        click.Option(
+            ["-q", "--quiet"],
+            count=True,
+            help="Print only the result and errors (a report's verdict line): no progress, "
+            "warnings or narration.",
+        ),
         click.Option(
             ["-v", "--verbose"],
             count=True,
@@ -192,37 +214,44 @@ def output_params() -> list[click.Option]:
 
 class Steps:
     """Each phase of an apply as a line on stderr, only on a terminal (never under -q,
-    --no-progress or --json); under -vv uv's own output after each uv step, anywhere."""
+    --no-progress or --json): drawn as it starts, its seconds added in place while it lasts
+    (uv prints nothing off a terminal while it installs: cudatx.progress.Ticker), ended
+    with its time; under -vv uv's own output after each uv step, anywhere."""
 
     def __init__(self, out: Output, *, disabled: bool) -> None:
         from cudatx.progress import wanted
 
         self.out = out
         self.shown = not out.quiet and wanted(sys.stderr, os.environ, disabled=disabled)
-        self.open = False  # a started phase's line, not yet ended by a newline
+        self.open: Any = None  # the started phase's Ticker, its line not yet ended
 
     def __call__(self, phase: Any) -> None:
+        from cudatx.progress import Ticker
         from cudatx.render.apply import step
 
         if self.shown:
             line = one_line(step(phase))
+            self._stop()
             if phase.done:
                 # The phase's start line, rewritten in place with its time.
-                sys.stderr.write(("\r\x1b[K" if self.open else "") + line + "\n")
-                self.open = False
+                sys.stderr.write("\r\x1b[K" + line + "\n")
+                sys.stderr.flush()
             else:
-                sys.stderr.write(line)
-                self.open = True
-            sys.stderr.flush()
+                self.open = Ticker(sys.stderr, line)
         if phase.done and phase.output.strip() and self.out.verbose >= 2:
             self.end()
             self.out.echo(phase.output.rstrip("\n"), err=True)  # uv's words, escaped
 
+    def _stop(self) -> bool:
+        ticking, self.open = self.open, None
+        if ticking is not None:
+            ticking.stop()
+        return ticking is not None
+
     def end(self) -> None:
-        if self.open:
+        if self._stop():
             sys.stderr.write("\n")
             sys.stderr.flush()
-            self.open = False
 
 
 def confirm(question: str) -> None:

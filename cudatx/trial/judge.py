@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -170,19 +172,40 @@ def judge(
     *,
     jobs: int | None = None,
     cwd: str | None = None,
+    told: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Outcome]:
     """Run every check, up to `jobs` at once (default: the cores); outcomes by label. The
     user's commands run one at a time, after the rest: they may be heavy, and may depend on
-    each other."""
+    each other. `told`: (finished, of all, the label of the oldest still running), as each
+    check starts and ends."""
     plain = [c for c in checks if not c.label.startswith("--trial-cmd")]
     commands = [c for c in checks if c.label.startswith("--trial-cmd")]
     workers = max(1, jobs or os.cpu_count() or 1)
+    running: dict[str, float] = {}
+    finished = [0]
+    lock = threading.Lock()
+
+    def tell() -> None:
+        if told is not None:
+            oldest = min(running, key=running.__getitem__) if running else ""
+            told(finished[0], len(checks), oldest)
+
+    def run(check: Check, where: str | None) -> Outcome:
+        with lock:
+            running[check.label] = time.monotonic()
+            tell()
+        try:
+            return _run(check, environ, where)
+        finally:
+            with lock:
+                del running[check.label]
+                finished[0] += 1
+                tell()
+
     out: dict[str, Outcome] = {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for check, outcome in zip(
-            plain, pool.map(lambda c: _run(c, environ, cwd), plain), strict=True
-        ):
+        for check, outcome in zip(plain, pool.map(lambda c: run(c, cwd), plain), strict=True):
             out[check.label] = outcome
     for check in commands:
-        out[check.label] = _run(check, environ, os.getcwd())
+        out[check.label] = run(check, os.getcwd())
     return out

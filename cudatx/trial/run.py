@@ -24,6 +24,7 @@ from cudatx.planning.change import Change, uv_steps
 from cudatx.sandbox import Confinement, probe
 from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome
 from cudatx.trial.shadow import METHODS, Shadow, shadow
+from cudatx.trial.told import TrialStep, heard
 from cudatx.trust import refuse_root_running_code
 from cudatx.uv import UvOptions, cache_dir
 
@@ -63,6 +64,8 @@ class TrialOptions:
     # The confinement this machine gives (cudatx.sandbox), asked once by the trial: the
     # CLI's probe of the command (cudatx.cli.options.prober), shared with its apply
     sandbox: Callable[[], Confinement] = field(default=probe)
+    # where the trial is, as it goes (cudatx.trial.told): what a person at a terminal sees
+    progress: Callable[[TrialStep], None] = field(default=lambda step: None)
 
 
 def refuse_root_on_shared(target: PythonTarget) -> None:
@@ -129,11 +132,14 @@ def _both(
         if cache:
             os.makedirs(cache, exist_ok=True)
         how = _How(held, cache)
-    first, before, _, _, writable = _session(env, None, uv, uv_options, options, how)
+    alone = "before" if change is not None else "as is"  # doctor's: no change to judge
+    first, before, _, _, writable = _session(env, None, uv, uv_options, options, how, alone)
     assert before is not None  # _session raises where a judgement without a change fails
     if change is None:
         return TrialRun(first, before, None, 0.0, None, confinement.used(writable))
-    second, after, uv_seconds, error, writable = _session(env, change, uv, uv_options, options, how)
+    second, after, uv_seconds, error, writable = _session(
+        env, change, uv, uv_options, options, how, "after"
+    )
     both = replace(
         first,
         seconds=first.seconds + second.seconds,
@@ -165,10 +171,13 @@ def _session(
     uv_options: UvOptions | Sequence[str],
     options: TrialOptions,
     how: _How,
+    judging: str,
 ) -> tuple[Shadow, Judged | None, float, str | None, tuple[str, ...]]:
     """One shadow, made fresh: the change made in it (where given), then judged; and the
-    folders the judged code could write (none where it ran unconfined)."""
+    folders the judged code could write (none where it ran unconfined). `judging`: which
+    judgement, as its progress says (cudatx.trial.told.TrialStep)."""
     target = env.target
+    options.progress(TrialStep(judging, "shadow"))
     with shadow(target.prefix, options.methods) as shade:
         spec: dict[str, Any] = {
             "mount": list(shade.mount),
@@ -198,10 +207,12 @@ def _session(
         scratch = os.path.join(shade.folder, "tmp")
         os.makedirs(scratch, 0o700, exist_ok=True)
         environ = {**os.environ, "TMPDIR": scratch}
+        spec["progress"] = os.path.join(scratch, "progress.json")
         try:
             # In a process group of its own, killed whole when the wait ends: the imports
             # and the user's commands it started never outlive the trial.
-            done = interrupts.run_in_group(argv, input=json.dumps(spec), env=environ)
+            with heard(spec["progress"], judging, options.progress):
+                done = interrupts.run_in_group(argv, input=json.dumps(spec), env=environ)
         except OSError as exc:
             raise TrialFailed(f"cannot start the trial: {exc.strerror or exc}") from None
         if done.returncode != 0:

@@ -35,6 +35,7 @@ from cudatx.trial.judge import (
     judge_environ,
     step_checks,
 )
+from cudatx.trial.told import tell
 from cudatx.txn.confine import withhold
 from cudatx.uv import UvFailed, run_uv
 
@@ -53,7 +54,12 @@ def _judged_here(spec: dict[str, Any], cwd: str) -> dict[str, Any]:
     start = time.monotonic()
     owners, checks = _checks(spec)
     environ = judge_environ(spec["prefix"], spec["ld_library_path"])
-    outcomes = judge(checks, environ, jobs=spec["jobs"], cwd=cwd)
+    where = spec.get("progress")
+
+    def told(done: int, total: int, what: str) -> None:
+        tell(where, "checks", done, total, what)
+
+    outcomes = judge(checks, environ, jobs=spec["jobs"], cwd=cwd, told=told)
     return {
         "seconds": time.monotonic() - start,
         "owners": owners,
@@ -132,7 +138,8 @@ def _change(spec: dict[str, Any], confinement: Confinement | None) -> tuple[floa
     # uv may write the shadow and its cache, nothing else (cudatx.sandbox)
     writable = [spec["prefix"], *([spec["uv_cache"]] if spec.get("uv_cache") else [])]
     confined = (confinement, writable) if confinement is not None else None
-    for argv in spec["uv"]:
+    for done, argv in enumerate(spec["uv"]):
+        tell(spec.get("progress"), "uv", done, len(spec["uv"]), "uv " + " ".join(argv[1:3]))
         try:
             run_uv(argv[0], argv[1:], confined=confined)
         except UvFailed as exc:  # uv's own error, as a change outside the shadow says it

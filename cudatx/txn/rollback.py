@@ -207,13 +207,13 @@ def _remove_tree_at(root: Root, rel: str) -> None:
         shutil.rmtree(found[1], dir_fd=found[0])
 
 
-def chosen(store: Store, txn: str | None) -> Journal:
-    """The journal of the transaction `rollback` would roll back: `txn`, else the latest."""
+def chosen(store: Store, txn: str | None, *, nothing: str = "nothing to roll back") -> Journal:
+    """The journal of the transaction `rollback` would roll back (and `history show`
+    shows): `txn`, else the latest. `nothing`: what there is not to do, where none is
+    recorded (NothingToRollBack, exit 14)."""
     ids = store.ids()
     if not ids:
-        raise NothingToRollBack(
-            f"nothing to roll back: no cudatx transaction recorded in {store.prefix}"
-        )
+        raise NothingToRollBack(f"{nothing}: no cudatx transaction recorded in {store.prefix}")
     if txn is None:
         # The latest transaction, rolled back or not: running rollback twice must not reach
         # for an older one (that takes its ID).

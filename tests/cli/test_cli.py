@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 
 from cudatx import __version__
@@ -141,6 +142,29 @@ def test_help_summaries_whole_with_examples(tmp_path: Path) -> None:
         # Every command that asks an interpreter about itself says how long it waits.
         asks = command != "completion"
         assert ("CUDATX_QUERY_TIMEOUT" in helped.stdout) == asks, (command, helped.stdout)
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name, command in sorted(group.commands.items()):
+        found.append((*path, name))
+        if isinstance(command, click.Group):
+            found += _commands(command, (*path, name))
+    return found
+
+
+def test_every_command_takes_quiet(tmp_path: Path) -> None:
+    """-q/--quiet, after the name of every command the group runs (a subgroup's too), and
+    before it: enumerated from the group, so a command added without it fails here."""
+    from cudatx.cli import cli
+
+    commands = _commands(cli)
+    assert ("history", "show") in commands and len(commands) >= len(COMMANDS) + 2
+    for path in commands:
+        for args in ((*path, "-q", "--help"), ("--quiet", *path, "--help")):
+            done = cudatx(*args, cwd=tmp_path)
+            assert done.returncode == 0, (args, done.stderr)
+            assert "-q, --quiet" in done.stdout, (args, done.stdout)
 
 
 @pytest.mark.parametrize(

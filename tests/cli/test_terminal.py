@@ -46,6 +46,19 @@ def test_demo_keeps_what_it_prints(tmp_path: Path) -> None:
     assert "stays at" in done.stdout
 
 
+def test_demo_quiet_says_only_what_it_built(tmp_path: Path) -> None:
+    """`demo -q`, as the README's quick start runs it: one line naming what it built, none
+    of the walk through doctor, why and the plans; at a terminal nothing on stderr either."""
+    done = in_terminal("demo", "-q", "--keep", tmp_path / "d", "--color", "never")
+    assert done.returncode == 0, done.err
+    assert done.out == (
+        f"Built a demo environment at {tmp_path / 'd' / 'venv'} "
+        f"(its wheels in {tmp_path / 'd' / 'wheels'}).\n"
+    )
+    assert done.err == ""
+    assert Path(tmp_path, "d", "venv", "pyvenv.cfg").is_file()
+
+
 @pytest.fixture()
 def copy(demo: Path, tmp_path: Path) -> Path:
     """A copy of the demo folder for a test that changes it."""
@@ -235,6 +248,40 @@ def test_graph_is_the_same_tree_at_a_terminal_and_in_a_pipe(demo: Path) -> None:
     assert json.loads(asked.stdout)["schema_version"] == 1
 
 
+def test_graph_json_is_the_tree_s_content(demo: Path) -> None:
+    """`graph --json` is `--format json` (the README's "--json where it reports"), and what
+    it holds is what the tree shows: the same distributions, each file under each owner
+    with its owners (the one whose bytes are on disk starred), each need under its file."""
+    args = ("graph", "--around", "libcudnn.so.9", "--python", _venv(demo))
+    done = cudatx(*args, "--json", hide=QUIET)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == cudatx(*args, "--format", "json", hide=QUIET).stdout
+    graph = json.loads(done.stdout)
+    tree = cudatx(*args, hide=QUIET).stdout.splitlines()
+    nodes = {node["id"]: node for node in graph["nodes"]}
+    heads = {line for line in tree if not line.startswith((" ", "*", "("))}
+    assert heads == {n["label"] for n in nodes.values() if n["kind"] == "distribution"}
+    owns = sorted(
+        (e["source"], e["target"], e["effective"]) for e in graph["edges"] if e["kind"] == "owns"
+    )
+    assert owns
+    for dist, file, _ in owns:
+        owners = ", ".join(
+            nodes[s]["label"] + "*" * effective for s, f, effective in owns if f == file
+        )
+        under = tree[tree.index(nodes[dist]["label"]) + 1 :]
+        under = under[: next((i for i, ln in enumerate(under) if not ln.startswith(" ")), None)]
+        assert f"  {nodes[file]['label']} [{owners}]" in under, (dist, file)
+    for edge in graph["edges"]:
+        if edge["kind"] == "needs":
+            soname = nodes[edge["target"]].get("label", edge["target"].split(":", 1)[1])
+            assert any(line.startswith(f"    needs {soname}") for line in tree), soname
+    # --json is that alias only: beside another format it is a usage error, said in a line.
+    both = cudatx(*args, "--json", "--format", "dot", hide=QUIET)
+    assert both.returncode == 2 and both.stdout == ""
+    assert both.stderr.splitlines() == ["cudatx: error: --json is --format json, not --format dot"]
+
+
 @pytest.mark.parametrize("rows", [12, 40, 400])
 def test_around_s_default_radius_fits_the_screen(demo: Path, rows: int) -> None:
     """Without --radius, the largest radius whose tree fits the terminal's height (LINES),
@@ -402,6 +449,81 @@ def test_apply_off_a_terminal_has_no_step_lines(copy: Path) -> None:
     assert "Uninstalled 1 package in " in done.stderr
 
 
+def _slow_uv(folder: Path, seconds: float) -> Path:
+    """The real uv, started `seconds` late for every `uv pip install` (the apply's
+    reinstall, the plan's staging): a wait as long as a real cuDNN's."""
+    from uv import find_uv_bin
+
+    script = folder / "slow-uv"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1 $2" = "pip install" ]; then sleep {seconds}; fi\n'
+        f'exec {shlex.quote(os.fspath(find_uv_bin()))} "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_uv_step_that_says_nothing_shows_its_seconds(copy: Path, tmp_path: Path) -> None:
+    """uv draws no progress off a terminal, and cudatx reads its stderr through a pipe: while
+    a reinstall runs, the phase's line says how long it has taken so far, redrawn in place;
+    never in a pipe or a file, nor under -q."""
+    venv = _venv(copy)
+    args = (
+        "remove", CU13, "--repair", "--yes", "--offline", "--find-links", copy / "wheels",
+        "--uv", _slow_uv(tmp_path, 2.5), "--color", "never", "--python", venv,
+    )  # fmt: skip
+    done = in_terminal(*args)
+    assert done.returncode == 0, done.err
+    assert re.search(r"\r\x1b\[Kcudatx: Reinstalling 1 package\.\.\. [12]s\r", done.err), done.err
+    assert re.search(r"\r\x1b\[Kcudatx: Reinstalling 1 package: done in [23]\.\d\ds\n", done.err)
+    undo = ("rollback", "--yes", "--python", venv)
+    assert cudatx(*undo, hide=QUIET).returncode == 0
+    with open(tmp_path / "stderr", "w+") as stderr:
+        piped = cudatx(*args, hide=QUIET, stderr=stderr)
+        assert piped.returncode == 0
+        stderr.seek(0)
+        written = stderr.read()
+    assert "Reinstalling" not in written and "\r" not in written, written
+    assert "Reinstalled 1 package in " in written
+    assert cudatx(*undo, hide=QUIET).returncode == 0
+    quiet = in_terminal(*args, "-q")
+    assert quiet.returncode == 0, quiet.err
+    assert quiet.err.startswith("Applied as transaction ") and "\r" not in quiet.err, quiet.err
+
+
+def test_a_trial_says_where_it_is(demo: Path, tmp_path: Path) -> None:
+    """A trial at a terminal says which judgement it is in, its step, and its counts, with
+    its seconds, on one line redrawn in place; not in a pipe, under --json or -q. (A slow
+    uv and a slow check of the user's: a step that ends first may never be drawn.)"""
+    args = (
+        "remove", CU13, "--repair", "--dry-run", "--trial", "--trial-cmd", "sleep 1.5",
+        "--offline", "--find-links", demo / "wheels", "--uv", _slow_uv(tmp_path, 1),
+        "--color", "never", "--python", _venv(demo),
+    )  # fmt: skip
+    done = in_terminal(*args)
+    assert done.returncode == 0, done.err
+    drawn = done.err.split("\r\x1b[K")
+    for said in (
+        r"Trial, before the change: making a shadow of the environment\.\.\.( \d+s)?",
+        r"Trial, before the change: checking \d+/\d+: --trial-cmd 'sleep 1\.5'\.\.\.( \d+s)?",
+        r"Trial, after the change: making a shadow of the environment\.\.\.( \d+s)?",
+        r"Trial, after the change: changing the shadow: 2/2: uv pip install\.\.\.( \d+s)?",
+        r"Trial, after the change: checking \d+/\d+: --trial-cmd 'sleep 1\.5'\.\.\.( \d+s)?",
+    ):
+        assert any(re.fullmatch(f"cudatx: {said}", line) for line in drawn), (said, drawn)
+    # -1: the one check not finished, the user's command, of every import and step
+    counts = {int(m) for m in re.findall(r"checking (\d+)/\d+: --trial-cmd", done.err)}
+    totals = {int(m) for m in re.findall(r"checking \d+/(\d+): --trial-cmd", done.err)}
+    assert len(totals) == 1 and counts == {totals.pop() - 1}, done.err
+    assert re.search(r"\r\x1b\[Kcudatx: Trial: done in \d+\.\d\ds\n", done.err)
+    piped = cudatx(*args, hide=QUIET)
+    assert piped.returncode == 0 and "Trial" not in piped.stderr, piped.stderr
+    for quiet in ("--json", "-q"):
+        silent = in_terminal(*args, quiet)
+        assert silent.returncode == 0 and "Trial" not in silent.err, (quiet, silent.err)
+
+
 def test_failing_verify_shows_its_output(copy: Path) -> None:
     venv = _venv(copy)
     script = "echo first-words-of-the-check; echo second >&2; exit 3"
@@ -440,6 +562,12 @@ def test_nothing_to_roll_back_has_its_own_exit_code(copy: Path) -> None:
     assert empty.stdout == f"No transactions recorded for {_venv(copy)}.\n"
     listed = json.loads(cudatx("history", "--json", "--python", _venv(copy), hide=QUIET).stdout)
     assert listed["transactions"] == []
+    # `history show` takes the latest as rollback does: with none, the same exit code.
+    shown = cudatx("history", "show", "--python", _venv(copy), hide=QUIET)
+    assert shown.returncode == 14, shown.stderr
+    assert shown.stderr.splitlines() == [
+        f"cudatx: error: nothing to show: no cudatx transaction recorded in {_venv(copy)}"
+    ]
 
 
 # -- prompts ----------------------------------------------------------------------------------

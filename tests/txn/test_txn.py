@@ -277,6 +277,9 @@ def test_repair_commits_then_rollback_restores(venv: Venv) -> None:
     assert journal["prefix"] == os.fspath(venv.path)
     missing = run(venv, "history", "show", "20000101T000000.000000Z-1")
     assert missing.returncode == USAGE, missing.stderr
+    # No ID: the latest, the one `rollback` takes, in text and JSON alike.
+    assert run(venv, "history", "show").stdout == run(venv, "history", "show", txn).stdout
+    assert json.loads(run(venv, "history", "show", "--json").stdout)["id"] == txn
 
     done = run(venv, "rollback", "--yes")
     assert done.returncode == 0, done.stderr
