@@ -212,17 +212,16 @@ def chosen(store: Store, txn: str | None, *, nothing: str = "nothing to roll bac
     shows): `txn`, else the latest. `nothing`: what there is not to do, where none is
     recorded (NothingToRollBack, exit 14)."""
     ids = store.ids()
+    if txn is not None and txn not in ids:
+        # A mistyped ID: the command line's fault (exit 2, as `history show` says it), not a
+        # corrupt store (12), nor "nothing to roll back" (14) where none is recorded: the ID
+        # names one, and it is not there.
+        raise UsageError(f"no transaction {txn} in {store.prefix}; `cudatx history` lists them")
     if not ids:
         raise NothingToRollBack(f"{nothing}: no cudatx transaction recorded in {store.prefix}")
-    if txn is None:
-        # The latest transaction, rolled back or not: running rollback twice must not reach
-        # for an older one (that takes its ID).
-        txn = ids[-1]
-    elif txn not in ids:
-        # A mistyped ID: the command line's fault (exit 2, as `history show` says it), not a
-        # corrupt store (12).
-        raise UsageError(f"no transaction {txn} in {store.prefix}; `cudatx history` lists them")
-    return store.read_journal(txn)
+    # The latest transaction, rolled back or not, where no ID is named: running rollback
+    # twice must not reach for an older one (that takes its ID).
+    return store.read_journal(txn if txn is not None else ids[-1])
 
 
 def pending(prefix: str, txn: str | None) -> Journal:
