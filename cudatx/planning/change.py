@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import field, replace
 
@@ -22,8 +23,8 @@ from cudatx.environment import Environment
 from cudatx.errors import CondaOwned, NotInEnvironment, UnsafePaths
 from cudatx.models import Distribution, Frozen
 from cudatx.names import counted
-from cudatx.planning import building
-from cudatx.planning.models import Plan
+from cudatx.planning import building, sources
+from cudatx.planning.models import Arriving, Plan
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
 from cudatx.planning.simulate import kept_entries
@@ -116,8 +117,11 @@ class Planning(Frozen, kw_only=False):
         return ALLOW_BUILD in self.uv_options
 
 
-def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
-    """The planning's options, with repairs staging the reinstalled wheels under `folder`."""
+def _options(
+    env: Environment, planning: Planning, folder: str, told: dict[str, Arriving]
+) -> PlanOptions:
+    """The planning's options, with repairs staging the reinstalled wheels under `folder`;
+    where each one's bytes come from is put in `told`, by name."""
 
     def stage_reinstalls(fixes: tuple[Distribution, ...]) -> tuple[Distribution, ...]:
         wanted = [Arrival(d.name, reinstall_spec(d)) for d in fixes]
@@ -126,13 +130,22 @@ def _options(env: Environment, planning: Planning, folder: str) -> PlanOptions:
             building.refuse([*unbuilt, *building.unbuilt_settings(env.target.markers)])
         prefix, site = env.target.prefix, env.target.install_site
         into = os.path.join(folder, "repair")
-        with planning.waiting(f"Staging {counted(len(wanted), 'reinstall')} with uv") as heard:
-            staged = stage(
-                planning.uv(), prefix, site, wanted, into, planning.uv_options, heard=heard
-            )
+        uv, options = planning.uv(), planning.uv_options
+        with (
+            planning.waiting(f"Staging {counted(len(wanted), 'reinstall')} with uv") as heard,
+            ThreadPoolExecutor(max_workers=1) as pool,
+        ):
+            # uv's resolver says where the bytes come from while the staging runs.
+            asked = pool.submit(sources.ask, uv, prefix, [a.spec for a in wanted], options)
+            # As the apply reinstalls each (uv_steps): --reinstall-package implies uv's
+            # --refresh-package, so uv reads a local wheel again where its cache holds an
+            # older file of that path and modification time (seen with uv 0.13.9).
+            again = [w for a in wanted for w in ("--reinstall-package", a.name)]
+            staged = stage(uv, prefix, site, wanted, into, options, heard=heard, flags=again)
         missing = {d.name for d in fixes} - {d.name for d in staged}
         if missing:
             raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")
+        told.update((d.name, sources.decided(asked.result(), d)) for d in staged)
         return staged
 
     return replace(planning.options, stage=stage_reinstalls)
@@ -200,9 +213,10 @@ def propose_removal(
     chosen = select(env, specs, requirement_files)
     refuse_conda(env, chosen)
     refuse_escaping(chosen, env.target.prefix)
+    told: dict[str, Arriving] = {}
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
-        plan = plan_change(env, chosen, (), _options(env, planning, folder))
-    return _with_repairs(env, plan, Change(chosen))
+        plan = plan_change(env, chosen, (), _options(env, planning, folder, told))
+    return _with_repairs(env, sources.annotated(plan, told), Change(chosen))
 
 
 def propose(
@@ -241,15 +255,21 @@ def propose(
         site = env.target.install_site
         into = os.path.join(folder, "install")
         what = f"Staging {counted(len(asked.arriving), 'distribution')} with uv (it downloads what "
-        with planning.waiting(what + "its cache lacks)") as heard:
-            installing = stage(
-                uv, env.target.prefix, site, asked.arriving, into, planning.uv_options, heard
-            )
+        prefix, options = env.target.prefix, planning.uv_options
+        pinned = [a.spec for a in asked.arriving]
+        with (
+            planning.waiting(what + "its cache lacks)") as heard,
+            ThreadPoolExecutor(max_workers=1) as pool,
+        ):
+            # uv's resolver says where the bytes come from while the staging runs.
+            where = pool.submit(sources.ask, uv, prefix, pinned, options)
+            installing = stage(uv, prefix, site, asked.arriving, into, options, heard)
         missing = {a.name for a in asked.arriving} - {d.name for d in installing}
         if missing:
             raise UvFailed(f"uv staged no distribution for {', '.join(sorted(missing))}")
-        options = _options(env, planning, folder)
-        plan = plan_change(env, tuple(removing), installing, options)
+        told = {d.name: sources.decided(where.result(), d) for d in installing}
+        plan = plan_change(env, tuple(removing), installing, _options(env, planning, folder, told))
+        plan = sources.annotated(plan, told)
     specs = {a.name: a.spec for a in asked.arriving}
     change = Change(tuple(removing), tuple((d, specs[d.name]) for d in installing))
     return _with_repairs(env, plan, change)

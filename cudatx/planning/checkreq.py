@@ -204,13 +204,13 @@ def _blame(plan: Plan, now: RequirementsFile, before: RequirementsFile | None) -
             )
         )
     upgraded = {n.name for n in plan.remove}
-    for nv in plan.install:
-        pin = current.get(nv.name)
-        was = old.get(nv.name)
+    for new in plan.install:
+        pin = current.get(new.name)
+        was = old.get(new.name)
         out.append(
             Blame(
-                name=nv.name,
-                change="upgrade" if nv.name in upgraded else "install",
+                name=new.name,
+                change="upgrade" if new.name in upgraded else "install",
                 line=pin.line if pin else None,
                 text=pin.text if pin else None,
                 edited=before is not None and (was is None or was.text != (pin and pin.text)),

@@ -33,6 +33,7 @@ from cudatx.planning.models import (
     Preexisting,
     Rebound,
     TraceRun,
+    arriving_of,
     name_version,
 )
 from cudatx.planning.requirements import requirements_diff
@@ -298,8 +299,8 @@ def diff(
         prefix=env.target.prefix,
         safe=safe,
         remove=tuple(name_version(d) for d in removing),
-        reinstall=tuple(name_version(d) for d in reinstalling),
-        install=tuple(name_version(d) for d in installing),
+        reinstall=tuple(arriving_of(d) for d in reinstalling),
+        install=tuple(arriving_of(d) for d in installing),
         broken=edges,
         broken_roots=tuple(broken_roots),
         rebound=tuple(rebound.values()),

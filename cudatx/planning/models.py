@@ -18,6 +18,19 @@ class NameVersion(Frozen):
     version: str
 
 
+class Arriving(Frozen):
+    """A distribution a plan installs or reinstalls, and where uv takes its bytes from
+    (cudatx.planning.sources)."""
+
+    name: str
+    version: str
+    # the wheel (or what uv builds from, under --allow-build) uv's resolution chose, with the
+    # options the apply gives it: a local file's absolute path, else its URL; None where
+    # cudatx cannot know it (`source_note` says why)
+    source: str | None = None
+    source_note: str | None = None  # why `source` is None, or what the staged bytes contradict
+
+
 class Broken(Frozen):
     soname: str
     needed_by: str
@@ -149,8 +162,8 @@ class Plan(Frozen):
     prefix: str
     safe: bool
     remove: tuple[NameVersion, ...]
-    reinstall: tuple[NameVersion, ...]
-    install: tuple[NameVersion, ...] = ()  # arriving (new, or the new version of an upgrade)
+    reinstall: tuple[Arriving, ...]
+    install: tuple[Arriving, ...] = ()  # arriving (new, or the new version of an upgrade)
     broken: tuple[Broken, ...]
     broken_roots: tuple[BrokenRoot, ...]
     rebound: tuple[Rebound, ...]
@@ -183,5 +196,10 @@ class Plan(Frozen):
     trial: Trial | None = None
 
 
-def name_version(dist: Distribution) -> NameVersion:
+def name_version(dist: Distribution | Arriving) -> NameVersion:
     return NameVersion(name=dist.name, version=dist.version)
+
+
+def arriving_of(dist: Distribution) -> Arriving:
+    """Where its bytes come from is told later (cudatx.planning.sources), once uv is asked."""
+    return Arriving(name=dist.name, version=dist.version)

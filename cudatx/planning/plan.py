@@ -20,7 +20,7 @@ from cudatx.environment import Environment
 from cudatx.models import Distribution, Frozen
 from cudatx.names import counted
 from cudatx.planning.diff import diff
-from cudatx.planning.models import Plan, Repair, name_version
+from cudatx.planning.models import Plan, Repair, arriving_of, name_version
 from cudatx.planning.simulate import kept_entries, record_keys, simulate
 from cudatx.uv import UvFailed
 
@@ -115,7 +115,8 @@ def _change(
         repaired = diff(
             env, after, removing, fixes, checks, installing, strict=strict, no_deps=no_deps
         )
-        return replace(plain, repair=Repair(reinstall=repaired.reinstall, safe=repaired.safe))
+        again = tuple(map(name_version, repaired.reinstall))
+        return replace(plain, repair=Repair(reinstall=again, safe=repaired.safe))
     if options.stage is None:
         raise ValueError("a repair needs a way to stage the wheels it reinstalls")
     try:
@@ -126,7 +127,7 @@ def _change(
         return replace(
             plain,
             safe=False,
-            reinstall=tuple(map(name_version, fixes)),
+            reinstall=tuple(map(arriving_of, fixes)),
             notes=(*plain.notes, note),
         )
     # A reinstall is an uninstall and an install of the staged copy: its bytes, not the

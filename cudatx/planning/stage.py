@@ -103,11 +103,14 @@ def stage(
     options: Sequence[str],
     heard: Callable[[str], None] | None = None,
     timeout: float | None = None,
+    flags: Sequence[str] = (),
 ) -> tuple[Distribution, ...]:
     """Install `arriving` under `folder` as uv would into the environment at `prefix`
     (whose site folder is `site`), and read them back: their `site` is the staged one;
     `heard` is told each line uv writes on stderr (its downloads); `timeout`: the seconds uv
-    is given (cudatx.uv.run_uv).
+    is given (cudatx.uv.run_uv); `flags`: the apply's own for these (a repair's
+    `--reinstall-package NAME`, which has uv read a local wheel again rather than the copy
+    its cache holds).
 
     `--python` gives uv the target interpreter, so it picks the wheels the real install
     would (same tags); `--no-deps` because the dry run already chose every distribution.
@@ -115,7 +118,7 @@ def stage(
     if not arriving:
         return ()
     with _no_new_lock_file(prefix):
-        argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", options=options)
+        argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", *flags, options=options)
         run_uv(uv, [*argv, *(a.spec for a in arriving)], heard=heard, timeout=timeout)
     staged, _ = scan_distributions((staged_site(folder, site, prefix),))
     wanted = {a.name for a in arriving}

@@ -8,7 +8,15 @@ from cudatx.codec import document
 from cudatx.errors import json_text
 from cudatx.names import counted
 from cudatx.paths import display_path as shown
-from cudatx.planning.models import Broken, NameVersion, Plan, Rebound, TraceRun, Trial
+from cudatx.planning.models import (
+    Arriving,
+    Broken,
+    NameVersion,
+    Plan,
+    Rebound,
+    TraceRun,
+    Trial,
+)
 from cudatx.render import as_text
 
 _SHOWN_NAMES = 4  # a group of rebinds names this many sonames, then counts the rest
@@ -58,8 +66,18 @@ def _paths(paths: tuple[str, ...], shown_at_most: int = 3) -> str:
     return text
 
 
-def _packages(plan: Plan) -> list[str]:
-    """What uv would do: an upgrade or downgrade on one line, as `name old -> new`."""
+def _from(p: Arriving, sites: tuple[str, ...]) -> str:
+    """Where uv takes an install's bytes from, `(from SOURCE)`; in words where
+    cudatx cannot know it (cudatx.planning.sources)."""
+    if p.source is None:
+        return f" (from: not known; {p.source_note})" if p.source_note else ""
+    where = shown(p.source, sites) if p.source.startswith("/") else p.source
+    return f" (from {where}" + (f"; {p.source_note})" if p.source_note else ")")
+
+
+def _packages(plan: Plan, sites: tuple[str, ...] = ()) -> list[str]:
+    """What uv would do: an upgrade or downgrade on one line, as `name old -> new`; each
+    install and reinstall with where its bytes come from."""
     arriving = {p.name: p for p in plan.install}
     leaving = {p.name: p for p in plan.remove}
     changed = [(leaving[n], arriving[n]) for n in leaving if n in arriving]
@@ -67,16 +85,23 @@ def _packages(plan: Plan) -> list[str]:
     added = [p for p in plan.install if p.name not in leaving]
     lines: list[str] = []
 
-    def section(verb: str, items: list[NameVersion], sign: str, why: str = "") -> None:
+    def section(verb: str, items: list[NameVersion | Arriving], sign: str, why: str = "") -> None:
         if items:
             lines.append(f"Would {verb} {counted(len(items), 'package')}{why}")
-            lines.extend(f" {sign} {p.name}=={p.version}" for p in items)
+            lines.extend(
+                f" {sign} {p.name}=={p.version}"
+                + (_from(p, sites) if isinstance(p, Arriving) else "")
+                for p in items
+            )
 
-    section("uninstall", removed, "-")
+    section("uninstall", list(removed), "-")
     if changed:
         lines.append(f"Would change {counted(len(changed), 'package')}")
-        lines.extend(f" ~ {old.name} {old.version} -> {new.version}" for old, new in changed)
-    section("install", added, "+")
+        lines.extend(
+            f" ~ {old.name} {old.version} -> {new.version}{_from(new, sites)}"
+            for old, new in changed
+        )
+    section("install", list(added), "+")
     # ` ~ `, as uv marks a reinstall and as the summary of the apply does: the package stays.
     section("reinstall", list(plan.reinstall), "~", " (--no-deps, restoring their own files)")
     if not lines:
@@ -173,7 +198,7 @@ def _contexts(plan: Plan) -> list[str]:
 
 def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
     """`command` is the cudatx command line that made the plan, without --dry-run."""
-    lines = [verdict(plan), *_packages(plan)]
+    lines = [verdict(plan), *_packages(plan, sites)]
     if plan.broken or plan.broken_roots:
         lines.append("Would break:")
         lines += _broken(_grouped(plan.broken), sites, plan.traces)

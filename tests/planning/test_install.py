@@ -241,7 +241,9 @@ def test_an_upgrade_is_planned_applied_and_rolled_back(tmp_path: Path) -> None:
     assert dry.returncode == 0, dry.stderr
     plan = _plan(dry)
     assert plan["remove"] == [{"name": "solo", "version": "1.0"}]
-    assert plan["install"] == [{"name": "solo", "version": "2.0"}]
+    [arriving] = plan["install"]
+    assert (arriving["name"], arriving["version"]) == ("solo", "2.0")
+    assert arriving["source"] == str(folder / "solo-2.0-py3-none-any.whl")
     applied = cudatx("install", "solo==2.0", "--yes", *links, "--python", venv, cwd=tmp_path)
     assert applied.returncode == 0, applied.stderr
     site = site_packages(venv)

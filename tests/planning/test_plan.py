@@ -740,7 +740,9 @@ def test_repair_reinstalls_the_co_owner(trap: Path, work: Path, gone: str) -> No
     stay = OTHER[gone]
     plan = plan_of(trap, gone, "--repair", cwd=work, rc=0)
     assert plan["remove"] == [{"name": gone, "version": VERSIONS[gone]}]
-    assert plan["reinstall"] == [{"name": stay, "version": VERSIONS[stay]}]
+    [entry] = plan["reinstall"]
+    assert (entry["name"], entry["version"]) == (stay, VERSIONS[stay])
+    assert entry["source"].endswith(".whl") and entry["source_note"] is None  # its own wheel
     assert plan["broken"] == [] and plan["broken_roots"] == [] and plan["repair"] is None
     assert plan["preexisting"] == plan_of(trap, "bystander", cwd=work, rc=0)["preexisting"]
     assert plan["notes"] == []
@@ -918,13 +920,15 @@ def test_text_shape_of_an_unsafe_plan_and_its_suggestion(trap: Path, work: Path)
     argv.remove(os.fspath(trap))
     after = remove(trap, *argv[2:], cwd=work)
     assert after.returncode == 0, after.stdout
-    assert after.lines[:5] == [
+    assert after.lines[:4] == [
         "Safe: nothing that loads now would stop loading.",
         "Would uninstall 1 package",
         f" - {CU12}=={CU12_VERSION}",
         "Would reinstall 1 package (--no-deps, restoring their own files)",
-        f" ~ {CU13}=={CU13_VERSION}",  # it stays: uv's mark of a reinstall, not a removal's
     ]
+    # it stays: uv's mark of a reinstall, not a removal's; and the wheel it comes from
+    assert after.lines[4].startswith(f" ~ {CU13}=={CU13_VERSION} (from "), after.lines
+    assert after.lines[4].endswith(".whl)"), after.lines
     # cu13's own bytes go back over cu12's: the rebinds to them, one line for all eight
     # libraries of the shared folder (the extension's need and cuDNN's own loads)
     assert after.lines[5] == "Would rebind (the loader would find another build):"
