@@ -38,6 +38,7 @@ import pytest
 from cudatx.discover.catalog import load_catalog
 from cudatx.documents import dump
 from cudatx.planning.change import Planning, propose_removal
+from cudatx.planning.models import name_version
 from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
 from cudatx.scan import scan
@@ -803,7 +804,9 @@ def test_plan_removal_is_what_the_cli_prints(trap: Path, work: Path) -> None:
     assert dump(repaired, mode="json") == plan_of(trap, CU12, "--repair", cwd=work, rc=0)
     assert plain.repair is not None
     # cu12's bytes are on disk: the suggestion restores cu13's, checked only with --repair
-    assert plain.repair.reinstall == repaired.reinstall and plain.repair.safe is None
+    # (the suggestion is not staged: it names what to reinstall, not where uv takes it from)
+    assert plain.repair.reinstall == tuple(name_version(a) for a in repaired.reinstall)
+    assert plain.repair.safe is None
     assert repaired.safe
     # the environment is a value: planning twice gives the same plan
     assert plan_change(env, chosen, (), PlanOptions(repair=False)) == plain
