@@ -122,7 +122,7 @@ def _carry_out(
     from cudatx.scan import scan
     from cudatx.txn.apply import ApplyOptions, apply_change, refuse_unsafe
 
-    refuse_unsafe(plan, force=request.force)
+    refuse_unsafe(plan, force=request.force, as_json=request.as_json)
     if not request.yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to apply the plan")

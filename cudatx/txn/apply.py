@@ -36,6 +36,7 @@ from cudatx.models import PythonTarget, SandboxUsed
 from cudatx.names import counted
 from cudatx.planning.change import Proposal, refuse_escaping
 from cudatx.planning.models import Plan
+from cudatx.planning.sections import making_safe, unsafe_sections
 from cudatx.planning.simulate import arriving_files
 from cudatx.sandbox import Confinement, probe
 from cudatx.trust import identity, refuse_root_running_code, refuse_target_writers
@@ -100,12 +101,21 @@ class ApplyOptions:
     progress: Callable[[Phase], None] = _noop  # each phase as it starts and ends
 
 
-def refuse_unsafe(plan: Plan, *, force: bool) -> None:
-    if not plan.safe and not force:
-        raise Refused(
-            "refusing to apply an unsafe plan (see 'Would break' above); --force to apply it "
-            "anyway, --repair to restore what co-owners lose"
-        )
+def refuse_unsafe(plan: Plan, *, force: bool, as_json: bool = False) -> None:
+    """An unsafe plan is refused unless forced, naming the sections of the plan that say
+    why (their JSON keys where the plan was shown as JSON) and an option only where the
+    plan itself says it makes the plan safe (cudatx.planning.sections, which the renderer
+    reads too)."""
+    if plan.safe or force:
+        return
+    names = dict.fromkeys(s.key if as_json else s.heading for s in unsafe_sections(plan))
+    quoted = " and ".join(f'"{n}"' for n in names)  # double: a heading may hold a '
+    why = f" (see {quoted} in the plan)" if names else ""
+    fix = making_safe(plan)
+    raise Refused(
+        f"refusing to apply an unsafe plan{why}; "
+        + (f"{fix}, or --force applies it anyway" if fix else "--force applies it anyway")
+    )
 
 
 def _names(unknown: tuple[running.Unknown, ...], limit: int = 5) -> str:
