@@ -185,6 +185,16 @@ def _refuse_externally_managed(
     return source._replace(options=replace(source.options, break_system_packages=True))
 
 
+def _refuse_busy(target: Target, request: ChangeRequest) -> None:
+    """An apply while another transaction holds the environment's lock is Busy at once,
+    before the scan and the plan (a probe: the apply takes the lock for real). A dry run
+    only reads: it is planned, with a warning that the files may be mid-change."""
+    if not request.dry_run:
+        from cudatx.txn.store import refuse_busy
+
+        refuse_busy(target.asked().result().prefix)
+
+
 def _refuse_if_interrupted(env: Environment, request: ChangeRequest) -> None:
     """An apply starts only on an environment no interrupted transaction left half-changed
     (a dry run only reads, and imports nothing of txn)."""
@@ -228,6 +238,7 @@ def remove(
 
     target.require_environment()
     source = _refuse_externally_managed(target, request, source)
+    _refuse_busy(target, request)
     # A dry run only reads, unless its repairs stage wheels: uv runs the interpreter.
     changes = not request.dry_run or request.repair
     with scanned(target, changes=changes) as env:
@@ -252,6 +263,7 @@ def _propose_and_carry_out(
 
     target.require_environment()
     source = _refuse_externally_managed(target, request, source)
+    _refuse_busy(target, request)
     # Even a dry run: uv runs the environment's interpreter to resolve.
     with scanned(target, changes=True) as env:
         _refuse_if_interrupted(env, request)
