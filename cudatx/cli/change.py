@@ -140,6 +140,7 @@ def _carry_out(
         command=invocation().command_line,
         warn=out.warn,
         note=out.debug,
+        remark=lambda message: out.info(f"cudatx: note: {message}"),
         sandbox=target.sandbox,
         progress=steps,
     )

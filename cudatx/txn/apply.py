@@ -95,6 +95,7 @@ class ApplyOptions:
     command: str = ""  # the cudatx command line, for the journal
     warn: Callable[[str], None] = field(default=lambda message: None)  # said, not refused
     note: Callable[[str], None] = field(default=lambda message: None)  # said under -v
+    remark: Callable[[str], None] = field(default=lambda message: None)  # said, as a note
     # The confinement this machine gives uv (cudatx.sandbox), asked once by the apply: the
     # CLI's probe of the command (cudatx.cli.options.prober), shared with its trial
     sandbox: Callable[[], Confinement] = probe
@@ -143,11 +144,22 @@ def _check_running(paths: list[str], options: ApplyOptions) -> None:
             + "; ".join(parts)
             + " (stop them, or pass --ignore-running)"
         )
-    if not report.unknown:
+    # One that cannot open the files either (pid 1 of a container whose root is another
+    # filesystem; another user's process below a folder it cannot search) is named once,
+    # as a note: it cannot map them (cudatx.txn.reach).
+    apart = tuple(u for u in report.unknown if u.cannot_open is not None)
+    if apart:
+        count = len(apart)
+        options.remark(
+            f"could not read {count} process{'es' * (count != 1)} ({_names(apart)}), which "
+            f"cannot open the files this change takes away either: {apart[0].cannot_open}"
+        )
+    unknown = tuple(u for u in report.unknown if u.cannot_open is None)
+    if not unknown:
         return
-    count = len(report.unknown)
-    unchecked = f"could not check {count} process{'es' * (count != 1)}: {_names(report.unknown)}"
-    reason = report.unknown[0].reason
+    count = len(unknown)
+    unchecked = f"could not check {count} process{'es' * (count != 1)}: {_names(unknown)}"
+    reason = unknown[0].reason
     if options.strict_running:
         raise InUse(
             f"{unchecked} ({reason}); --strict-running refuses while any process cannot be "
