@@ -207,6 +207,7 @@ def _modules_to_copy() -> list[str]:
         import json, os, site, sys
         sys.path.insert(0, sys.argv[1])
         import cudatx.txn.running
+        import cudatx.txn.apply  # the check an apply makes (its note and its warning)
         import pydantic
         pydantic.TypeAdapter(cudatx.txn.running.InUseReport)
         sites = tuple(os.path.realpath(p) + os.sep for p in site.getsitepackages())
@@ -343,6 +344,18 @@ os.setuid(OTHER)
 )
 
 
+# The check an apply makes before it changes anything (cudatx.txn.apply._check_running):
+# what it says as a note and as a warning, for the files given.
+CHECK = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from cudatx.txn.apply import ApplyOptions, _check_running
+notes, warnings = [], []
+_check_running(sys.argv[2:], ApplyOptions(warn=warnings.append, remark=notes.append))
+print(json.dumps([notes, warnings]))
+"""
+
+
 @contextmanager
 def _started(argv: list[str]) -> Iterator[tuple[int, list[bool]]]:
     """A process that said which files it can open (its pid and that), killed at the end."""
@@ -400,6 +413,15 @@ def test_an_unreadable_process_that_cannot_open_the_files_is_told_apart(built_li
                 )
                 assert scan.returncode == 0, scan.stderr
                 reports.append(load_json(InUseReport, scan.stdout))
+            check = subprocess.run(
+                [*as_nobody, python, "-I", "-c", CHECK, str(site), libs[0]],
+                capture_output=True,
+                text=True,
+                cwd="/",
+                timeout=30,
+            )
+            assert check.returncode == 0, check.stderr
+            checked = json.loads(check.stdout)
     finally:
         shutil.rmtree(shared)
 
@@ -410,6 +432,14 @@ def test_an_unreadable_process_that_cannot_open_the_files_is_told_apart(built_li
         assert found[root_pid].cannot_open is None  # root may open anything
         assert (found[other_pid].cannot_open is None) == other[at], found[other_pid]
         assert found[jailed_pid].cannot_open == "its mounts do not hold these files"
+    # The apply's check, as nobody: the jailed and the closed-out process in one note; root's
+    # (and the machine's other root processes) in the warning: they may map the file.
+    notes, warnings = checked
+    assert len(notes) == 1 and len(warnings) == 1, checked
+    assert f"pid {other_pid} (" in notes[0] and f"pid {jailed_pid} (" in notes[0], notes
+    assert "cannot open the files this change takes away either" in notes[0]
+    assert f"pid {root_pid} (" not in notes[0]
+    assert warnings[0].startswith("could not check "), warnings
     said = reports[0].unknown
     [closed_said] = [u.cannot_open for u in said if u.pid == other_pid]
     assert closed_said == f"uid {OTHER} cannot search {closed} (mode 0700)"
