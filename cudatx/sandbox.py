@@ -356,7 +356,7 @@ class _Mount:
     options: frozenset[str]
 
 
-def _unescape(field_: str) -> str:
+def unescape(field_: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as \\ooo (fs/proc_namespace.c)."""
     out, at = bytearray(), 0
     raw = os.fsencode(field_)
@@ -374,10 +374,10 @@ def _mounts() -> list[_Mount]:
     """This namespace's mounts, in mountinfo's order (parents before children)."""
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
         lines = handle.read().splitlines()
-    return [_Mount(_unescape(w[4]), frozenset(w[5].split(","))) for w in map(str.split, lines)]
+    return [_Mount(unescape(w[4]), frozenset(w[5].split(","))) for w in map(str.split, lines)]
 
 
-def _under(path: str, folder: str) -> bool:
+def under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
@@ -448,7 +448,7 @@ def _read_only(libc: _Libc, writable: Sequence[str], by_remount: bool) -> None:
         _read_only_by_remount(libc, before, writable)
         return
     for mount in before:
-        if "rw" in mount.options and any(_under(mount.point, f) for f in writable):
+        if "rw" in mount.options and any(under(mount.point, f) for f in writable):
             libc.setattr(mount.point, recursive=False, rdonly=False)
 
 
@@ -458,7 +458,7 @@ def _read_only_by_remount(libc: _Libc, mounts: Sequence[_Mount], writable: Seque
     this user cannot reach is skipped, as bubblewrap skips it (EACCES): nothing reaches
     it by a path. A mount covered by another at the same point is left as it is."""
     for mount in mounts:
-        if any(_under(mount.point, f) for f in writable) or "ro" in mount.options:
+        if any(under(mount.point, f) for f in writable) or "ro" in mount.options:
             continue
         flags = _MS_SILENT | _MS_BIND | _MS_REMOUNT | _MS_RDONLY
         flags |= sum(v for k, v in _OPTION_FLAGS.items() if k in mount.options)

@@ -434,8 +434,9 @@ def refuse_other_writers(found: list[str], *, accepted: bool, what: str) -> None
 DONE_STATES = frozenset({"committed", "rolled back", "failed"})
 
 
-def unfinished_transactions(prefix: str) -> list[tuple[str, str]]:
-    """(id, state) of each transaction recorded in the environment's store that did not end,
+def unfinished_transactions(prefix: str) -> list[tuple[str, str, str]]:
+    """(id, state, command) of each transaction recorded in the environment's store that did
+    not end,
     oldest first; none where there is no store. Raises StoreError for a store cudatx did not
     make or a journal it cannot read (refuse_foreign, read_private)."""
     import json
@@ -456,20 +457,22 @@ def unfinished_transactions(prefix: str) -> list[tuple[str, str]]:
     for name in names:
         path = transactions / name / "journal.json"
         try:
-            state = json.loads(read_private(path)).get("state")
+            journal = json.loads(read_private(path))
+            state, command = journal.get("state"), journal.get("command")
         except FileNotFoundError:
             continue  # a folder without a journal is no transaction (Store.ids)
         except (OSError, ValueError, AttributeError, RecursionError):
             raise StoreError(f"cannot read the journal {path}", path=str(path)) from None
         if state not in DONE_STATES:
-            found.append((name, str(state)))
+            found.append((name, str(state), command if isinstance(command, str) else ""))
     return found
 
 
-def transaction_running(prefix: str) -> bool:
-    """Whether a cudatx transaction holds the environment's lock now (an flock(2) of the
-    store's lock file, cudatx.txn.store.Store.lock): tried shared and at once, and let go at
-    once, so a reader never stands in a transaction's way for longer than the try."""
+def lock_holder(prefix: str) -> str | None:
+    """Who holds the environment's transaction lock now (an flock(2) of the store's lock
+    file, cudatx.txn.store.Store.lock), as `pid N` (`unknown pid` where it wrote none), or
+    None where no one does: tried shared and at once, and let go at once, writing nothing,
+    so a reader never stands in a transaction's way for longer than the try."""
     import errno
     import fcntl
 
@@ -477,11 +480,20 @@ def transaction_running(prefix: str) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return False
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as exc:
-        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+        return holder_of(fd) if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN) else None
     finally:
         os.close(fd)  # drops the shared lock with it
-    return False
+    return None
+
+
+def holder_of(fd: int) -> str:
+    """The holder the lock file at `fd` names: its pid, written for a contender's message."""
+    try:
+        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return f"pid {text}" if text.isdigit() else "unknown pid"

@@ -120,23 +120,33 @@ def refuse_unfinished(out: Output, prefix: str) -> None:
     """Every command that reads an environment first says, as an error whose fix is
     `cudatx rollback`, that a transaction left it half changed (Interrupted, exit 8): what it
     would say of a half-changed environment (a doctor's fix, a dry run's "safe") is wrong.
-    One that is running now (it holds the lock) is a warning: what is read may change."""
+    One that is running now (it holds the lock, journal or not yet) is a warning naming its
+    pid and command: the files may be mid-change."""
     import shlex
 
     from cudatx.errors import Interrupted, StoreError
-    from cudatx.trust import transaction_running, unfinished_transactions
+    from cudatx.trust import lock_holder, unfinished_transactions
 
     try:
         found = unfinished_transactions(prefix)
     except StoreError as exc:
         out.warn(f"cannot tell whether a transaction was left unfinished: {exc.message}")
+        found = None
+    holder = lock_holder(prefix)
+    if holder is not None:
+        if found:
+            txn, state, command = found[-1]
+            what = f"transaction {txn} is running ({holder}: {command or '?'}; {state})"
+        else:
+            what = f"a transaction is running ({holder}; nothing recorded yet)"
+        out.warn(f"{what}: the environment's files may be mid-change, so what is read may change")
         return
     if not found:
         return
-    txn, state = found[-1]
-    if transaction_running(prefix):
-        out.warn(f"transaction {txn} is running ({state}): what is read here may change")
+    # Read again: one that ended between the journal's read and the lock's is not interrupted.
+    if not unfinished_transactions(prefix):
         return
+    txn, state, _ = found[-1]
     raise Interrupted(
         f"transaction {txn} was interrupted ({state}) and left the environment half changed; "
         f"run `cudatx rollback --python {shlex.quote(prefix)}` to complete it before anything else"

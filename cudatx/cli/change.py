@@ -145,7 +145,7 @@ def _carry_out(
     from cudatx.scan import scan
     from cudatx.txn.apply import ApplyOptions, apply_change, refuse_unsafe
 
-    refuse_unsafe(plan, force=request.force)
+    refuse_unsafe(plan, force=request.force, as_json=request.as_json)
     if not request.yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to apply the plan")
@@ -163,6 +163,7 @@ def _carry_out(
         command=invocation().command_line,
         warn=out.warn,
         note=out.debug,
+        remark=lambda message: out.info(f"cudatx: note: {message}"),
         sandbox=target.sandbox,
         progress=steps,
     )
@@ -208,6 +209,16 @@ def _refuse_externally_managed(
     return source._replace(options=replace(source.options, break_system_packages=True))
 
 
+def _refuse_busy(target: Target, request: ChangeRequest) -> None:
+    """An apply while another transaction holds the environment's lock is Busy at once,
+    before the scan and the plan (a probe: the apply takes the lock for real). A dry run
+    only reads: it is planned, with a warning that the files may be mid-change."""
+    if not request.dry_run:
+        from cudatx.txn.store import refuse_busy
+
+        refuse_busy(target.asked().result().prefix)
+
+
 def _refuse_if_interrupted(env: Environment, request: ChangeRequest) -> None:
     """An apply starts only on an environment no interrupted transaction left half-changed
     (a dry run only reads, and imports nothing of txn)."""
@@ -251,6 +262,7 @@ def remove(
 
     target.require_environment()
     source = _refuse_externally_managed(target, request, source)
+    _refuse_busy(target, request)
     # A dry run only reads, unless its repairs stage wheels: uv runs the interpreter.
     changes = not request.dry_run or request.repair
     with scanned(target, changes=changes) as env:
@@ -275,6 +287,7 @@ def _propose_and_carry_out(
 
     target.require_environment()
     source = _refuse_externally_managed(target, request, source)
+    _refuse_busy(target, request)
     # Even a dry run: uv runs the environment's interpreter to resolve.
     with scanned(target, changes=True) as env:
         _refuse_if_interrupted(env, request)

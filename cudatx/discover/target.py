@@ -276,6 +276,12 @@ def _interpreter_in(folder: Path) -> Path | None:
 _INTERPRETER_NAME = re.compile(r"^(python|pypy|graalpy)[0-9.]*[a-z]?$")
 
 
+def _path_like(value: str) -> bool:
+    """Whether --python VALUE can only be a path (`.venv`, `~/envs/x`, `envs/x`), never a
+    command PATH finds."""
+    return os.sep in value or value.startswith((".", "~"))
+
+
 def missing_environment(value: str, environ: Mapping[str, str], cwd: Path | None = None) -> bool:
     """Whether --python VALUE names an environment that is not there: nothing on disk (from
     `cwd`, else the working folder), and neither an interpreter's name (`python3.12`) nor a
@@ -283,7 +289,7 @@ def missing_environment(value: str, environ: Mapping[str, str], cwd: Path | None
     means no environment."""
     if ((cwd or Path()) / Path(value).expanduser()).exists():
         return False
-    if os.sep in value:
+    if _path_like(value):
         return True
     if _INTERPRETER_NAME.match(value):
         return False
@@ -294,7 +300,7 @@ def _from_option(value: str, environ: Mapping[str, str]) -> Path:
     path = Path(value).expanduser()
     if missing_environment(value, environ):
         # A bare word may have meant an interpreter on PATH: say that it was looked for too.
-        also = "" if os.sep in value else " (nor a Python interpreter of that name on PATH)"
+        also = "" if _path_like(value) else " (nor a Python interpreter of that name on PATH)"
         raise EnvironmentNotFound(f"no such environment: {value}{also}")
     if not path.exists():  # a name: an interpreter on PATH, as uv looks one up
         found = shutil.which(value, path=environ.get("PATH", os.defpath))

@@ -8,6 +8,7 @@ from cudatx.codec import document
 from cudatx.errors import json_text
 from cudatx.names import counted
 from cudatx.paths import display_path as shown
+from cudatx.planning import sections
 from cudatx.planning.models import (
     Arriving,
     Broken,
@@ -200,7 +201,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
     """`command` is the cudatx command line that made the plan, without --dry-run."""
     lines = [verdict(plan), *_packages(plan, sites)]
     if plan.broken or plan.broken_roots:
-        lines.append("Would break:")
+        lines.append(f"{sections.BREAK}:")
         lines += _broken(_grouped(plan.broken), sites, plan.traces)
         for r in plan.broken_roots:
             what = f"import of {shown(r.root, sites)}"
@@ -211,17 +212,18 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
                 + (r.detail or f"{r.first_missing} not found")
             )
     if plan.contexts:
-        lines.append('Frameworks\' contexts (README, "Frameworks"):')
+        lines.append(f'{sections.CONTEXTS} (README, "Frameworks"):')
         lines += _contexts(plan)
     if plan.at_risk:
         strict = "counted: --strict" if plan.strict else "not counted without --strict"
-        lines.append(f"May fail at run time (named only by strings in .rodata; {strict}):")
+        lines.append(f"{sections.AT_RISK} (named only by strings in .rodata; {strict}):")
         lines += _broken(_grouped(plan.at_risk), sites)
     if plan.requirements_broken:
-        lines.append("Would leave requirements unmet:")
+        lines.append(f"{sections.UNMET}:")
         lines += [f"  {r.dist} requires {r.requirement}" for r in plan.requirements_broken]
     if plan.mixed:
-        lines.append(f"Would mix CUDA majors (torch is built for CUDA {plan.mixed[0].torch_cuda}):")
+        torch = plan.mixed[0].torch_cuda
+        lines.append(f"{sections.MIXED} (torch is built for CUDA {torch}):")
         for m in plan.mixed:
             lines.append(
                 f"  {m.soname} for {shown(m.needed_by, sites)}: {shown(m.path, sites)} "
@@ -229,7 +231,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             )
     hollow = [x for x in plan.losses if x.missing]
     if hollow:
-        lines.append("Would leave hollow (installed, but missing files their RECORD lists):")
+        lines.append(f"{sections.HOLLOW} (installed, but missing files their RECORD lists):")
         for x in hollow:
             breaks = ", ".join(f"`import {m}`" for m in x.imports)
             lines.append(
@@ -238,7 +240,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             )
     overwritten = [x for x in plan.losses if x.other_bytes]
     if overwritten:
-        lines.append("Would overwrite (still installed, their RECORD names other bytes):")
+        lines.append(f"{sections.OVERWRITE} (still installed, their RECORD names other bytes):")
         lines += [
             f" ~ {x.name}=={x.version} would hold other bytes at {_paths(x.other_bytes)}"
             for x in overwritten
@@ -254,7 +256,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
         )
     if plan.trial is not None:
         lines += trial_lines(plan.trial)
-    lines += [f"note: {n}" for n in plan.notes]
+    lines += [f"{sections.NOTE}: {n}" for n in plan.notes]
     if plan.replacing:
         words = " ".join(f"--replacing {p.name}" for p in plan.replacing)
         names = ", ".join(p.name for p in plan.replacing)
@@ -264,7 +266,7 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
         )
     # A suggestion only where it can make the plan safe: checked safe, or not checkable
     # without staging the wheels (the dry run it suggests checks it).
-    if plan.repair is not None and plan.repair.safe is not False:
+    if plan.repair is not None and sections.repair_suggested(plan):
         if plan.repair.safe is None:
             check = "that dry run checks it with the reinstalled wheels' bytes"
         else:
@@ -281,7 +283,7 @@ def trial_lines(trial: Trial) -> list[str]:
     """The trial section: how the shadow was made, what it cost, the real breaks and every
     disagreement between model and trial (docs/trial.md)."""
     cost = f"uv {trial.uv_seconds:.1f} s, imports {trial.judge_seconds:.1f} s"
-    lines = [f"Trial (the change made in {trial.shadow}; {cost}):"]
+    lines = [f"{sections.TRIAL} (the change made in {trial.shadow}; {cost}):"]
     if trial.error is not None:
         lines.append(f"  the change could not be made in the shadow: {trial.error}")
         return lines

@@ -36,6 +36,7 @@ from cudatx.models import PythonTarget, SandboxUsed
 from cudatx.names import counted
 from cudatx.planning.change import Proposal, refuse_escaping
 from cudatx.planning.models import Plan
+from cudatx.planning.sections import making_safe, unsafe_sections
 from cudatx.planning.simulate import arriving_files
 from cudatx.sandbox import Confinement, probe
 from cudatx.trust import identity, refuse_root_running_code, refuse_target_writers
@@ -94,18 +95,28 @@ class ApplyOptions:
     command: str = ""  # the cudatx command line, for the journal
     warn: Callable[[str], None] = field(default=lambda message: None)  # said, not refused
     note: Callable[[str], None] = field(default=lambda message: None)  # said under -v
+    remark: Callable[[str], None] = field(default=lambda message: None)  # said, as a note
     # The confinement this machine gives uv (cudatx.sandbox), asked once by the apply: the
     # CLI's probe of the command (cudatx.cli.options.prober), shared with its trial
     sandbox: Callable[[], Confinement] = probe
     progress: Callable[[Phase], None] = _noop  # each phase as it starts and ends
 
 
-def refuse_unsafe(plan: Plan, *, force: bool) -> None:
-    if not plan.safe and not force:
-        raise Refused(
-            "refusing to apply an unsafe plan (see 'Would break' above); --force to apply it "
-            "anyway, --repair to restore what co-owners lose"
-        )
+def refuse_unsafe(plan: Plan, *, force: bool, as_json: bool = False) -> None:
+    """An unsafe plan is refused unless forced, naming the sections of the plan that say
+    why (their JSON keys where the plan was shown as JSON) and an option only where the
+    plan itself says it makes the plan safe (cudatx.planning.sections, which the renderer
+    reads too)."""
+    if plan.safe or force:
+        return
+    names = dict.fromkeys(s.key if as_json else s.heading for s in unsafe_sections(plan))
+    quoted = " and ".join(f'"{n}"' for n in names)  # double: a heading may hold a '
+    why = f" (see {quoted} in the plan)" if names else ""
+    fix = making_safe(plan)
+    raise Refused(
+        f"refusing to apply an unsafe plan{why}; "
+        + (f"{fix}, or --force applies it anyway" if fix else "--force applies it anyway")
+    )
 
 
 def _names(unknown: tuple[running.Unknown, ...], limit: int = 5) -> str:
@@ -133,11 +144,22 @@ def _check_running(paths: list[str], options: ApplyOptions) -> None:
             + "; ".join(parts)
             + " (stop them, or pass --ignore-running)"
         )
-    if not report.unknown:
+    # One that cannot open the files either (pid 1 of a container whose root is another
+    # filesystem; another user's process below a folder it cannot search) is named once,
+    # as a note: it cannot map them (cudatx.txn.reach).
+    apart = tuple(u for u in report.unknown if u.cannot_open is not None)
+    if apart:
+        count = len(apart)
+        options.remark(
+            f"could not read {count} process{'es' * (count != 1)} ({_names(apart)}), which "
+            f"cannot open the files this change takes away either: {apart[0].cannot_open}"
+        )
+    unknown = tuple(u for u in report.unknown if u.cannot_open is None)
+    if not unknown:
         return
-    count = len(report.unknown)
-    unchecked = f"could not check {count} process{'es' * (count != 1)}: {_names(report.unknown)}"
-    reason = report.unknown[0].reason
+    count = len(unknown)
+    unchecked = f"could not check {count} process{'es' * (count != 1)}: {_names(unknown)}"
+    reason = unknown[0].reason
     if options.strict_running:
         raise InUse(
             f"{unchecked} ({reason}); --strict-running refuses while any process cannot be "

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from cudatx.errors import UnreadableFile
 from cudatx.models import Frozen
+from cudatx.txn.reach import Reach
 
 PROC = "/proc"
 # proc(5): a mapping whose file was unlinked keeps its old pathname with this suffix.
@@ -47,6 +48,9 @@ class Unknown(Frozen):
     user: str | None
     command: str | None
     reason: str  # "permission denied", ...
+    # Why it cannot open any of the files asked about either, where cudatx can tell from
+    # what /proc shows without ptrace (cudatx.txn.reach); None where it may
+    cannot_open: str | None = None
 
 
 class InUseReport(Frozen):
@@ -165,12 +169,14 @@ def processes_using(paths: Iterable[str], *, exclude_pids: Iterable[int] = ()) -
     during the scan are skipped; processes whose maps cannot be read are reported as Unknown,
     never assumed safe. Raises UnreadableFile when a given path cannot be stat'ed.
     """
+    paths = list(paths)
     targets = _Targets(paths)
     if not targets:
         return InUseReport()
     excluded = {os.getpid(), *exclude_pids}
     holders: list[Holder] = []
     unknown: list[Unknown] = []
+    reach: list[Reach] = []  # made at the first process that cannot be read
     try:
         entries = os.listdir(PROC)
     except OSError as e:
@@ -189,10 +195,11 @@ def processes_using(paths: Iterable[str], *, exclude_pids: Iterable[int] = ()) -
             continue  # it exited between the listing and now: it holds nothing any more
         except PermissionError:
             # proc(5): reading maps needs ptrace read access (PTRACE_MODE_READ_FSCREDS).
-            unknown.append(_unknown(pid, pid_dir, "permission denied"))
+            unknown.append(_unknown(pid, pid_dir, "permission denied", reach, paths))
             continue
         except OSError as e:
-            unknown.append(_unknown(pid, pid_dir, e.strerror or type(e).__name__))
+            reason = e.strerror or type(e).__name__
+            unknown.append(_unknown(pid, pid_dir, reason, reach, paths))
             continue
         # Kernel threads and zombies have no address space: their maps is empty.
         found = targets.matches(maps) if maps else set()
@@ -212,5 +219,15 @@ def processes_using(paths: Iterable[str], *, exclude_pids: Iterable[int] = ()) -
     return InUseReport(holders=tuple(holders), unknown=tuple(unknown))
 
 
-def _unknown(pid: int, pid_dir: str, reason: str) -> Unknown:
-    return Unknown(pid=pid, user=_user(pid_dir), command=_command(pid_dir), reason=reason)
+def _unknown(
+    pid: int, pid_dir: str, reason: str, reach: list[Reach], paths: Iterable[str]
+) -> Unknown:
+    if not reach:
+        reach.append(Reach(paths))
+    return Unknown(
+        pid=pid,
+        user=_user(pid_dir),
+        command=_command(pid_dir),
+        reason=reason,
+        cannot_open=reach[0].cannot_open(pid_dir),
+    )

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from cudatx.discover.confinement import STORE_DIR
 from cudatx.documents import dump, load_json
 from cudatx.errors import Busy, StoreError, first_invalid
-from cudatx.trust import PRIVATE, read_private, refuse_foreign
+from cudatx.trust import PRIVATE, holder_of, lock_holder, read_private, refuse_foreign
 from cudatx.txn.journal import Journal
 
 TRANSACTIONS = "transactions"
@@ -221,20 +221,8 @@ class Store:
     # -- lock ----------------------------------------------------------------------------
 
     def holder(self) -> str | None:
-        """Who holds the lock now (`pid N`), or None: tried shared and at once, and let go at
-        once, writing nothing (as cudatx.trust.transaction_running tries it)."""
-        path = self.root / LOCK
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            return _holder(fd) if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN) else None
-        finally:
-            os.close(fd)  # drops the shared lock with it
-        return None
+        """Who holds the lock now (`pid N`), or None (cudatx.trust.lock_holder)."""
+        return lock_holder(self.prefix)
 
     @contextlib.contextmanager
     def lock(self, wait: float = 0.0) -> Iterator[int]:
@@ -282,11 +270,7 @@ class Store:
                     raise StoreError(
                         f"cannot lock {path}: {exc.strerror}", path=str(path)
                     ) from None
-                raise Busy(
-                    f"another cudatx transaction ({_holder(fd)}) holds {self.prefix}; "
-                    "wait for it or check that it is still running",
-                    path=str(path),
-                ) from None
+                raise busy(holder_of(fd), self.prefix) from None
             # Only for a contender's message: a full disk must not stop the lock (a rollback
             # is what frees the space).
             with contextlib.suppress(OSError):
@@ -304,9 +288,20 @@ class Store:
             os.close(fd)
 
 
-def _holder(fd: int) -> str:
-    try:
-        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-    except OSError:
-        text = ""
-    return f"pid {text}" if text.isdigit() else "unknown pid"
+def busy(holder: str, prefix: str) -> Busy:
+    """The refusal of a transaction while `holder` holds the lock of the environment at
+    `prefix`: said by the lock itself, and by a change before it plans (refuse_busy)."""
+    return Busy(
+        f"another cudatx transaction ({holder}) holds {prefix}; wait for it or check that it "
+        "is still running",
+        path=str(Path(prefix) / STORE_DIR / LOCK),
+    )
+
+
+def refuse_busy(prefix: str) -> None:
+    """Busy at once where another transaction holds the environment's lock: a change checks
+    before its scan and plan, which would be made for nothing (the apply still takes the
+    lock for real, and the plan is checked under it)."""
+    holder = lock_holder(prefix)
+    if holder is not None:
+        raise busy(holder, prefix)

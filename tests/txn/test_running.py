@@ -207,6 +207,7 @@ def _modules_to_copy() -> list[str]:
         import json, os, site, sys
         sys.path.insert(0, sys.argv[1])
         import cudatx.txn.running
+        import cudatx.txn.apply  # the check an apply makes (its note and its warning)
         import pydantic
         pydantic.TypeAdapter(cudatx.txn.running.InUseReport)
         sites = tuple(os.path.realpath(p) + os.sep for p in site.getsitepackages())
@@ -250,6 +251,19 @@ def _python_for(uid: int, setpriv: list[str]) -> str | None:
     return None
 
 
+def _scanner_site(shared: Path) -> Path:
+    """cudatx and what it imports, where an unprivileged scanner can import them."""
+    site = shared / "site"
+    site.mkdir()
+    shutil.copytree(REPO / "cudatx", site / "cudatx", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in _modules_to_copy():
+        if os.path.isdir(path):
+            shutil.copytree(path, site / os.path.basename(path))
+        else:
+            shutil.copy(path, site)
+    return site
+
+
 def test_unreadable_maps_are_unknown(built_lib: Path) -> None:
     setpriv_bin = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv_bin is None:
@@ -264,16 +278,7 @@ def test_unreadable_maps_are_unknown(built_lib: Path) -> None:
     shared = Path(tempfile.mkdtemp(prefix="cudatx-running-"))
     try:
         shared.chmod(0o755)
-        site = shared / "site"
-        site.mkdir()
-        shutil.copytree(
-            REPO / "cudatx", site / "cudatx", ignore=shutil.ignore_patterns("__pycache__")
-        )
-        for path in _modules_to_copy():
-            if os.path.isdir(path):
-                shutil.copytree(path, site / os.path.basename(path))
-            else:
-                shutil.copy(path, site)
+        site = _scanner_site(shared)
         lib = shared / "libheld.so"
         shutil.copy(built_lib, lib)
         with holding(lib) as root_pid, holding(lib, setpriv, python) as nobody_pid:
@@ -304,3 +309,137 @@ def test_unreadable_maps_are_unknown(built_lib: Path) -> None:
     assert unknown.user == pwd.getpwuid(0).pw_name
     assert unknown.command is not None and "ctypes" in unknown.command
     assert unknown.reason == "permission denied"
+
+
+# --- Unknown, and unable to open the files: a note, not a warning (issue 34 item 5) -------
+
+OTHER = 12345  # a uid of no one: the scanner (nobody) cannot read its processes' maps
+# Tries to open each path given, says which it could, then waits: the judge of "cannot open".
+TRY_OPEN = """
+import json, os, sys, time
+def opens(path):
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+        return True
+    except OSError:
+        return False
+print(json.dumps([opens(p) for p in sys.argv[1:]]), flush=True)
+time.sleep(60)
+"""
+# The same in a container of its own: a mount namespace whose root is a fresh tmpfs (argv[1]),
+# as uid OTHER.
+JAILED = (
+    """
+import ctypes, json, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.unshare(0x20000) == 0  # CLONE_NEWNS
+assert libc.mount(None, b"/", None, 16384 | (1 << 18), None) == 0  # MS_REC | MS_PRIVATE
+assert libc.mount(b"jail", sys.argv[1].encode(), b"tmpfs", 0, None) == 0
+os.chroot(sys.argv[1])
+os.chdir("/")
+os.setgid(OTHER)
+os.setuid(OTHER)
+""".replace("OTHER", str(OTHER))
+    + TRY_OPEN.replace("sys.argv[1:]", "sys.argv[2:]")
+)
+
+
+# The check an apply makes before it changes anything (cudatx.txn.apply._check_running):
+# what it says as a note and as a warning, for the files given.
+CHECK = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from cudatx.txn.apply import ApplyOptions, _check_running
+notes, warnings = [], []
+_check_running(sys.argv[2:], ApplyOptions(warn=warnings.append, remark=notes.append))
+print(json.dumps([notes, warnings]))
+"""
+
+
+@contextmanager
+def _started(argv: list[str]) -> Iterator[tuple[int, list[bool]]]:
+    """A process that said which files it can open (its pid and that), killed at the end."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/")
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        line = proc.stdout.readline() if ready else b""
+        if not line:
+            proc.kill()
+            raise AssertionError(proc.communicate()[1].decode(errors="replace"))
+        yield proc.pid, json.loads(line)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_unreadable_process_that_cannot_open_the_files_is_told_apart(built_lib: Path) -> None:
+    setpriv_bin = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv_bin is None:
+        pytest.skip("needs root and setpriv to run processes as other users")
+    as_nobody = [setpriv_bin, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    as_other = [setpriv_bin, f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups"]
+    python, other_python = _python_for(NOBODY, as_nobody), _python_for(OTHER, as_other)
+    if python is None or other_python is None:
+        pytest.skip("no interpreter of this version that nobody and uid 12345 can run")
+    shared = Path(tempfile.mkdtemp(prefix="cudatx-reach-"))
+    try:
+        shared.chmod(0o755)
+        site = _scanner_site(shared)
+        # An environment only nobody (who runs cudatx) can read, and one anyone can.
+        closed, opened = shared / "closed", shared / "open"
+        for folder, mode in ((closed, 0o700), (opened, 0o755)):
+            folder.mkdir()
+            shutil.copy(built_lib, folder / "libheld.so")
+            for path in (folder, folder / "libheld.so"):
+                os.chown(path, NOBODY, NOBODY)
+            folder.chmod(mode)
+        libs = [str(closed / "libheld.so"), str(opened / "libheld.so")]
+        (shared / "jail").mkdir()
+        jailed_argv = [sys.executable, "-c", JAILED, str(shared / "jail"), *libs]
+        with (
+            holding(libs[0]) as root_pid,
+            _started([*as_other, other_python, "-c", TRY_OPEN, *libs]) as (other_pid, other),
+            _started(jailed_argv) as (jailed_pid, jailed),
+        ):
+            reports = []
+            for lib in libs:
+                scan = subprocess.run(
+                    [*as_nobody, python, "-I", "-c", SCAN, str(site), lib],
+                    capture_output=True,
+                    text=True,
+                    cwd="/",
+                    timeout=30,
+                )
+                assert scan.returncode == 0, scan.stderr
+                reports.append(load_json(InUseReport, scan.stdout))
+            check = subprocess.run(
+                [*as_nobody, python, "-I", "-c", CHECK, str(site), libs[0]],
+                capture_output=True,
+                text=True,
+                cwd="/",
+                timeout=30,
+            )
+            assert check.returncode == 0, check.stderr
+            checked = json.loads(check.stdout)
+    finally:
+        shutil.rmtree(shared)
+
+    # The judge: what each process could really open. Root maps the closed one.
+    assert other == [False, True] and jailed == [False, False]
+    for report, at in zip(reports, range(2), strict=True):
+        found = {u.pid: u for u in report.unknown}
+        assert found[root_pid].cannot_open is None  # root may open anything
+        assert (found[other_pid].cannot_open is None) == other[at], found[other_pid]
+        assert found[jailed_pid].cannot_open == "its mounts do not hold these files"
+    # The apply's check, as nobody: the jailed and the closed-out process in one note; root's
+    # (and the machine's other root processes) in the warning: they may map the file.
+    notes, warnings = checked
+    assert len(notes) == 1 and len(warnings) == 1, checked
+    assert f"pid {other_pid} (" in notes[0] and f"pid {jailed_pid} (" in notes[0], notes
+    assert "cannot open the files this change takes away either" in notes[0]
+    assert f"pid {root_pid} (" not in notes[0]
+    assert warnings[0].startswith("could not check "), warnings
+    said = reports[0].unknown
+    [closed_said] = [u.cannot_open for u in said if u.pid == other_pid]
+    assert closed_said == f"uid {OTHER} cannot search {closed} (mode 0700)"
