@@ -348,7 +348,10 @@ def test_disk_full_while_the_snapshot_is_written_deletes_nothing(
     store = venv.store
     store.mkdir(mode=0o700)
     marker = venv.work / "uv-ran"
-    uv = wrapper(venv, "uv-marks", f'touch {marker}\nexec "$REAL" "$@"\n')
+    # uv's resolution (`pip compile`, asked where a reinstall's bytes come from) reads and
+    # may run while the plan is made; a step that changes the environment never may
+    marks = f'case "$1 $2" in "pip install"|"pip uninstall"|"pip sync") touch {marker};; esac\n'
+    uv = wrapper(venv, "uv-marks", marks + 'exec "$REAL" "$@"\n')
     before = venv.digest()
     # tmpfs rounds the size up to pages; the journal (some 12 KB with the plan's rebinds,
     # twice while atomic_write replaces it) must still fit.
