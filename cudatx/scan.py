@@ -594,6 +594,8 @@ def _companions(
         for companion in _companions_of(dist, rows, view):
             if companion.package not in holding:
                 continue
+            if canonical_name(os.path.basename(companion.package)) == dist.name:
+                continue  # the distribution's own package is its users' import
             have = chosen.get(companion.package)
             first = os.path.join(companion.importer, "") in contexts or any(
                 h == companion.importer or h.startswith(companion.importer + "/") for h in hand_tops

@@ -257,7 +257,9 @@ def companions(
     """The companions among the regular packages (`<top>/__init__.py`) a distribution's
     RECORD rows list at the top of `site`: each pair (companion, importer) where a module of
     the importer imports the companion anywhere (module level, a function, a try), read with
-    `ast` from the files a textual search picks."""
+    `ast` from the files a textual search picks, and no module of the companion imports the
+    importer. Packages that import each other are peers, each a user's import: torch and
+    functorch (functorch/__init__.py imports torch first), cupy and cupyx."""
     tops: dict[str, list[str]] = {}
     for row in rows:
         head, sep, rest = row.partition("/")
@@ -294,7 +296,8 @@ def companions(
                     tuple(sorted(at.items())),
                 )
             )
-    return tuple(out)
+    pairs = {(c.package, c.importer) for c in out}
+    return tuple(c for c in out if (c.importer, c.package) not in pairs)
 
 
 def _imports_anywhere(source: bytes) -> Iterator[tuple[str, int]]:
