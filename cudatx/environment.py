@@ -13,6 +13,7 @@ from typing import Any
 
 from cudatx.discover.frameworks.model import FrameworkLoads, Installed
 from cudatx.discover.handloads import HandLoaded, Unread
+from cudatx.discover.imports import Companion
 from cudatx.discover.syspkgs import SystemPackages
 from cudatx.discover.traces import Trace
 from cudatx.elf.system import SystemLoader
@@ -100,6 +101,13 @@ class Environment(Frozen, kw_only=False):
     # loads cudatx cannot read, by the distribution that makes them.
     hand_loads: tuple[HandLoaded, ...] = ()
     hand_unread: tuple[tuple[str, Unread], ...] = ()
+    # Top-level packages shipped in the wheel of another that imports them (nvfuser in
+    # torch's): their modules load in the importer's process (cudatx.discover.imports).
+    companions: tuple[Companion, ...] = ()
+
+    def companion_of(self, path: str) -> Companion | None:
+        """The companion package a file lies in, if it lies in one."""
+        return next((c for c in self.companions if path.startswith(c.package + "/")), None)
 
     def resolutions(self) -> Iterator[Resolution]:
         """Every need resolved: the interpreter's start-up, each root's, each traced run's."""

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudatx.analysis.cuda import file_classifier, torch_cuda
-from cudatx.cache import open_cache
+from cudatx.cache import file_key, memo, open_cache, settled
 from cudatx.discover.catalog import Catalog, load_catalog
 from cudatx.discover.conda import conda_meta, read_conda_records
 from cudatx.discover.dists import installed_extras, installed_state, scan_distributions
@@ -31,7 +32,7 @@ from cudatx.discover.handloads import (
     cached_hand_loads,
     read_hand_loads,
 )
-from cudatx.discover.imports import imports_of
+from cudatx.discover.imports import Companion, companions, imports_of
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import flat_libraries, search_folders, walk
 from cudatx.discover.syspkgs import SystemPackages
@@ -342,6 +343,7 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
 
     contexts = _contexts(env, catalog, view)
     by_folder = {os.path.join(c.package_dir, ""): c for c in contexts}
+    env = dataclasses.replace(env, companions=_companions(env, view, by_folder))
     have = {env.keys(r) for r in env.roots}
     # A hand load is made by its package's code: where a change deletes that code, the load
     # leaves with it (as a traced dlopen whose caller is gone is not made); where the code
@@ -551,12 +553,84 @@ def _hand_preloads(
 
 
 def _same_package(hand: HandLoaded, root: str, env: Environment) -> bool:
-    """Whether the root is in the top-level package whose code makes the load."""
+    """Whether the root is in the top-level package whose code makes the load, or in a
+    companion that package imports (Companion) where the load is made as it is imported and,
+    in a file that imports the companion, above that import."""
     entry = next((e for e in env.target.sys_path if e and hand.by.startswith(e + "/")), None)
     if entry is None:
         return False
-    top = hand.by[len(entry) + 1 :].split("/", 1)[0]
-    return root.startswith(os.path.join(entry, top, ""))
+    top = os.path.join(entry, hand.by[len(entry) + 1 :].split("/", 1)[0])
+    if root.startswith(top + "/"):
+        return True
+    companion = env.companion_of(root)
+    if companion is None or companion.importer != top or not hand.at_import:
+        return False
+    return all(hand.line < line for path, line in companion.at if path == hand.by)
+
+
+def _companions(
+    env: Environment, view: FileView, contexts: dict[str, PackageContext]
+) -> tuple[Companion, ...]:
+    """The companions (cudatx.discover.imports.companions) of every distribution that ships
+    an extension module in one of several top-level packages, one importer each: the one
+    whose import loads libraries by hand first (torch's preloads, a package's ctypes loads),
+    else the first by name. Kept in the scan cache while the distribution's RECORD is the
+    same (its .py files change only with it)."""
+    entries = sorted((e for e in env.target.sys_path if e), key=len, reverse=True)
+    holding: set[str] = set()  # top-level folders holding a root
+    for root in env.roots:
+        entry = next((e for e in entries if root.startswith(e + "/")), None)
+        if entry is not None:
+            holding.add(os.path.join(entry, root[len(entry) + 1 :].split("/", 1)[0]))
+    hand_tops = {os.path.dirname(h.by) for h in env.hand_loads}
+    chosen: dict[str, Companion] = {}
+    for dist in env.distributions:
+        rows = [e.path for e in dist.records if "/" in e.path and not e.path.startswith("../")]
+        tops = {r.split("/", 1)[0] for r in rows}
+        if dist.kind == "conda" or len(tops) < 2:
+            continue
+        if not any(os.path.join(dist.site, t) in holding for t in tops):
+            continue
+        for companion in _companions_of(dist, rows, view):
+            if companion.package not in holding:
+                continue
+            if canonical_name(os.path.basename(companion.package)) == dist.name:
+                continue  # the distribution's own package is its users' import
+            have = chosen.get(companion.package)
+            first = os.path.join(companion.importer, "") in contexts or any(
+                h == companion.importer or h.startswith(companion.importer + "/") for h in hand_tops
+            )
+            if have is None or (first and os.path.join(have.importer, "") not in contexts):
+                chosen[companion.package] = companion
+    return tuple(chosen[k] for k in sorted(chosen))
+
+
+def _companions_of(dist: Distribution, rows: list[str], view: FileView) -> tuple[Companion, ...]:
+    record = os.path.join(dist.metadata_dir, "RECORD")
+    try:
+        state = os.stat(view.real(record))
+    except OSError:
+        return companions(dist.site, rows, view.real)
+    return memo(
+        view.cache,
+        "companions",
+        dist.metadata_dir,
+        ":".join(file_key(state)),
+        functools.partial(companions, dist.site, rows, view.real),
+        load=_companions_from_json,
+        dump=lambda found: _companions_to_json(found) if settled(state) else None,
+    )
+
+
+def _companions_to_json(found: tuple[Companion, ...]) -> str:
+    return json.dumps([[c.package, c.importer, [list(a) for a in c.at]] for c in found])
+
+
+def _companions_from_json(text: str) -> tuple[Companion, ...]:
+    return tuple(
+        Companion(str(p), str(i), tuple((str(f), int(n)) for f, n in at))
+        for p, i, at in json.loads(text)
+    )
 
 
 def _imported_first(
@@ -587,6 +661,20 @@ def _imported_first(
             if first is not None:
                 out[root] = first
                 break
+        companion = env.companion_of(root)
+        if root in out or companion is None:
+            continue
+        # A companion (nvfuser in torch's wheel) loads where its importer imports it: after
+        # torch's preloads when torch is the importer, or after what the importer's own
+        # __init__.py imports first.
+        importer = os.path.join(companion.importer, "")
+        if importer in contexts:
+            out[root] = contexts[importer]
+            continue
+        imported = imports_of(os.path.join(importer, "__init__.py"), view.cache, view.real)
+        first = next((by_package[name] for name in imported if name in by_package), None)
+        if first is not None:
+            out[root] = first
     return out
 
 

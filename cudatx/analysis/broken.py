@@ -440,11 +440,17 @@ class _Causes:
                 continue  # a module no import loads: a feature not had (a doctor note)
             run = frameworks.run_of(self.env, load)
             traced = observed.run_of(self.env, load)
-            importing = (
-                f"{run.label} would fail to load {load.context}"
-                if run is not None
-                else f"importing {short(self.env, load.root)} would fail"
-            )
+            companion = self.env.companion_of(load.root)
+            if run is not None:
+                importing = f"{run.label} would fail to load {load.context}"
+            elif companion is not None:  # loaded by its importer's import (optional.py)
+                importer = os.path.basename(companion.importer)
+                importing = (
+                    f"importing {importer} would fail ({short(self.env, load.root)}, "
+                    f"which {importer} imports)"
+                )
+            else:
+                importing = f"importing {short(self.env, load.root)} would fail"
             for r in load.resolutions:
                 if r.status not in _FAILED or not r.evidence.decisive:
                     continue

@@ -110,6 +110,9 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
         folders = sorted({os.path.dirname(short(env, c.path)) for c in paths})
         plural = "s" if len(paths) != 1 else ""
         listed = " and ".join(f"{n} {v}" for n, v in owners)
+        # Said as a plan says it (docs/loader-model.md, "What a file is").
+        data_only = not any(ownership.is_code_file(c.path) for c in paths)
+        kind = "; no code file: headers, docs or data only" if data_only else ""
         out.append(
             Problem(
                 severity=Severity.WARNING,
@@ -118,6 +121,7 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
                 f"{'are' if plural else 'is'} listed by {listed}",
                 why=f"the bytes on disk are {', '.join(effective)}'s; uninstalling either "
                 "distribution deletes these paths and leaves the other installed but hollow"
+                + kind
                 + (f"; {conda}" if conda else ""),
                 fix=fix,
                 paths=tuple(sorted(c.path for c in paths)),

@@ -8,8 +8,16 @@ except ImportError` is optional. A module outside that closure that the package 
 lazily (in a function, a module `__getattr__`) and that cannot load is a feature not
 installed: doctor says so in a note, never as an error. A module no code of its package
 imports at all is one its users import themselves (`import lxml.etree`): it counts as the
-package's own, and its failure is an error. A plan still counts one that loaded before and
-does not after (cudatx.planning.diff compares every root).
+package's own, and its failure is an error.
+
+A module is judged where it is really imported. A top-level package shipped in another's
+wheel and imported by it (a companion, cudatx.discover.imports.Companion: nvfuser in torch
+2.0's wheel, cupy_backends in CuPy's) is replayed in its importer's process, after what that
+import loaded (cudatx.scan), and counts as imported only where the importer's own closure
+reaches it (`import torch` through torch/_prims_common, going into the companion): a bare
+`import nvfuser` stands for no user's import. One rule for both: a module no top-level
+closure reaches that fails is a note; so is a plan that breaks only such modules
+(cudatx.planning.diff), which is no reason to call it unsafe.
 
 Deviation: what an extension module imports as it initialises (Cython's cimports) is not
 read; a module only such an import loads counts as one its users import.
@@ -34,14 +42,17 @@ _CLOSURES: dict[tuple[str, str], Closure] = {}
 _REQUIRED: dict[tuple[str, str, str], bool] = {}
 
 
-def _requires(env: Environment, entry: str, top: str, dotted: str) -> bool:
-    """Whether `import TOP` imports `dotted` on every path (its closure's required part),
-    with the fewest files read (cudatx.discover.imports.requires); once per run, and across
-    runs through the scan cache (valid while every file it read keeps its state)."""
-    seen = (entry, top, dotted)
+def _requires(
+    env: Environment, entry: str, top: str, dotted: str, follow: tuple[str, ...] = ()
+) -> bool:
+    """Whether `import TOP` imports `dotted` on every path (its closure's required part,
+    going into the packages `follow` too), with the fewest files read
+    (cudatx.discover.imports.requires); once per run, and across runs through the scan cache
+    (valid while every file it read keeps its state)."""
+    seen = (entry, "+".join((top, *follow)), dotted)
     found = _REQUIRED.get(seen)
     if found is None:
-        closure = _CLOSURES.get((entry, top))
+        closure = None if follow else _CLOSURES.get((entry, top))
         if closure is not None:
             found = dotted in closure.required
         else:
@@ -49,8 +60,8 @@ def _requires(env: Environment, entry: str, top: str, dotted: str) -> bool:
                 env.view.cache,
                 "import required",
                 os.path.join(entry, dotted),
-                top,
-                lambda: requires(top, dotted, entry, env.view.real),
+                seen[1],
+                lambda: requires(top, dotted, entry, env.view.real, follow=follow),
                 load=_requires_from_json,
                 dump=lambda told: json.dumps({"required": told[0], "files": told[1]}),
             )[0]
@@ -139,6 +150,13 @@ def imported(env: Environment, root: str) -> bool | None:
     if where is None:
         return None
     entry, top, dotted = where
+    companion = env.companion_of(root)
+    if companion is not None:
+        # Shipped in another package's wheel and imported by it (nvfuser by torch,
+        # cupy_backends by cupy): loaded where that package's import reaches it, in its
+        # process; no user's `import TOP` of its own stands for it.
+        importer = os.path.basename(companion.importer)
+        return _requires(env, entry, importer, dotted, follow=(top,))
     if _requires(env, entry, top, dotted):
         return True
     if dotted in _closure(env, entry, top).optional:
@@ -193,21 +211,43 @@ def notes(env: Environment) -> list[str]:
     for load in env.loads:
         if load.framework is not None or not not_imported(env, load):
             continue
-        failing = next(
-            (r for r in load.resolutions if r.status not in _MET and r.evidence.decisive), None
-        )
-        if failing is None:
-            continue
-        name = os.path.basename(failing.cause or failing.name)
-        if failing.status is Status.NOT_FOUND and not env.owners.listing(name):
-            why = f"needs {name}, which nothing installs"
-        elif failing.missing and failing.detail:
-            why = f"does not load: {failing.detail}"
-        else:
-            why = f"does not load: {name} {failing.status.value}"
-        where = _module(env, load.root)
-        top = where[1] if where else short(env, load.root).split("/")[0]
-        owners = ", ".join(d.name for d in env.owners_of(load.root)) or "no distribution"
-        what = where[2] if where else short(env, load.root)
-        out.append(f"{what} ({owners}) is not loaded by `import {top}`, and {why}")
+        said = _said(env, load)
+        if said is not None:
+            what, top, why = said
+            out.append(f"{what} is not loaded by `import {top}`, and {why}")
     return out
+
+
+def lost(env: Environment, load: LoadResult) -> str:
+    """A plan's note for a root no import loads that a change stops loading (`env`: the
+    environment after it)."""
+    said = _said(env, load)
+    what, top, why = said or (short(env, load.root), "", "does not load")
+    return (
+        f"{what} would no longer load: it {why}; `import {top}` does not load it (a feature "
+        "lost, not counted)"
+    )
+
+
+def _said(env: Environment, load: LoadResult) -> tuple[str, str, str] | None:
+    """(the module and its owners, the import that would load it, why it does not load)."""
+    failing = next(
+        (r for r in load.resolutions if r.status not in _MET and r.evidence.decisive), None
+    )
+    if failing is None:
+        return None
+    name = os.path.basename(failing.cause or failing.name)
+    if failing.status is Status.NOT_FOUND and not env.owners.listing(name):
+        why = f"needs {name}, which nothing installs"
+    elif failing.missing and failing.detail:
+        why = f"does not load: {failing.detail}"
+    else:
+        why = f"does not load: {name} {failing.status.value}"
+    where = _module(env, load.root)
+    top = where[1] if where else short(env, load.root).split("/")[0]
+    companion = env.companion_of(load.root)
+    if companion is not None:
+        top = os.path.basename(companion.importer)
+    owners = ", ".join(d.name for d in env.owners_of(load.root)) or "no distribution"
+    what = where[2] if where else short(env, load.root)
+    return f"{what} ({owners})", top, why

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ __all__ = [
     "conda_record_of",
     "hollow",
     "is_code",
+    "is_code_file",
     "losing_code",
     "lost",
     "system_package",
@@ -314,6 +316,32 @@ def is_code(entry: RecordEntry) -> bool:
     if not (name.endswith(".py") or is_library_name(name)) or entry.size == 0:
         return False
     return "__pycache__" not in entry.path.split("/")
+
+
+# What Python or the loader runs, by name: a module, its bytecode, an extension module of
+# another platform's spelling, a .pth file (site.py executes its `import` lines), a library.
+_CODE_SUFFIXES = (".py", ".pyc", ".pyd", ".pth", ".so", ".dll", ".dylib", ".exe")
+_ELF = b"\x7fELF"
+
+
+def is_code_file(path: str) -> bool:
+    """Whether the file at `path` is code by what it is: a Python module or a library by its
+    name, else, whatever its name or folder, an ELF object (its magic) or a file with an
+    executable bit (a program, a script). What is none of them (headers, docs, data, licence
+    texts) no import and no load reads; a file that cannot be read counts as code."""
+    name = path.rpartition("/")[2]
+    if name.endswith(_CODE_SUFFIXES) or is_library_name(name):
+        return True
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return not stat.S_ISDIR(st.st_mode)
+        if st.st_mode & 0o111:
+            return True
+        with open(path, "rb") as handle:
+            return handle.read(4) == _ELF
+    except OSError:
+        return True
 
 
 def losing_code(env: Environment) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ import ast
 import collections
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from cudatx.cache import Unkept, file_key, memo_file
@@ -180,10 +180,16 @@ def import_closure(
 
 
 def requires(
-    top: str, dotted: str, entry: str, real: Callable[[str], str] = str, limit: int = 20_000
+    top: str,
+    dotted: str,
+    entry: str,
+    real: Callable[[str], str] = str,
+    limit: int = 20_000,
+    follow: tuple[str, ...] = (),
 ) -> tuple[bool, tuple[tuple[str, str], ...]]:
     """Whether `dotted` is in import_closure(top, entry).required, and the (path, state) of
-    every file read to tell.
+    every file read to tell; `follow`: other top-level packages whose modules the closure
+    goes into too (a companion, shipped in `top`'s wheel and imported by it: Companion).
 
     The closure's required imports are followed breadth first, and the search stops at the
     first module that imports `dotted` on them: `torch._C` is told from torch/__init__.py
@@ -191,7 +197,7 @@ def requires(
     the required part reads all of that part."""
     if dotted == top:
         return True, ()
-    package = top.split(".")[0]
+    packages = {top.split(".")[0], *follow}
     files: list[tuple[str, str]] = []
     seen = {top}
     queue = collections.deque([top])
@@ -201,7 +207,7 @@ def requires(
             continue
         files.append(read[0])
         for module, optional in read[1]:
-            if optional or module in seen or module.split(".")[0] != package:
+            if optional or module in seen or module.split(".")[0] not in packages:
                 continue
             if module == dotted:
                 return True, tuple(files)
@@ -229,3 +235,80 @@ def _read_module(
             continue
         return (path, ":".join(file_key(st))), list(_imports_in(tree, name, is_package))
     return None
+
+
+# -- companions: a top-level package another one of the same wheel imports ----------------
+
+
+class Companion(Frozen, kw_only=False):
+    """A top-level package shipped in the wheel of another that imports it: nvfuser in
+    torch 2.0's wheel (torch/_prims_common imports `nvfuser._C`), cupy_backends in CuPy's.
+    Its modules are loaded in the importer's process, after what the importer's import has
+    loaded (torch's preloads, a package's own ctypes loads), not in a fresh one."""
+
+    package: str  # the companion's folder, absolute: "<site>/nvfuser"
+    importer: str  # the importing package's folder: "<site>/torch"
+    at: tuple[tuple[str, int], ...]  # (file, line) of the first import of it in each file
+
+
+def companions(
+    site: str, rows: Iterable[str], real: Callable[[str], str] = str
+) -> tuple[Companion, ...]:
+    """The companions among the regular packages (`<top>/__init__.py`) a distribution's
+    RECORD rows list at the top of `site`: each pair (companion, importer) where a module of
+    the importer imports the companion anywhere (module level, a function, a try), read with
+    `ast` from the files a textual search picks, and no module of the companion imports the
+    importer. Packages that import each other are peers, each a user's import: torch and
+    functorch (functorch/__init__.py imports torch first), cupy and cupyx."""
+    tops: dict[str, list[str]] = {}
+    for row in rows:
+        head, sep, rest = row.partition("/")
+        if sep and head.isidentifier():
+            tops.setdefault(head, []).append(rest)
+    tops = {t: files for t, files in tops.items() if "__init__.py" in files}
+    if len(tops) < 2:
+        return ()
+    names = "|".join(re.escape(t) for t in sorted(tops))
+    pattern = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(?:" + names.encode() + rb")\b", re.M)
+    out: list[Companion] = []
+    for importer, files in sorted(tops.items()):
+        found: dict[str, dict[str, int]] = {}
+        for rest in files:
+            if not rest.endswith(".py"):
+                continue
+            path = os.path.join(site, importer, rest)
+            try:
+                with open(real(path), "rb") as handle:
+                    source = handle.read()
+            except OSError:
+                continue
+            if not pattern.search(source):
+                continue
+            for top, line in _imports_anywhere(source):
+                if top in tops and top != importer:
+                    lines = found.setdefault(top, {})
+                    lines[path] = min(line, lines.get(path, line))
+        for top, at in sorted(found.items()):
+            out.append(
+                Companion(
+                    os.path.join(site, top),
+                    os.path.join(site, importer),
+                    tuple(sorted(at.items())),
+                )
+            )
+    pairs = {(c.package, c.importer) for c in out}
+    return tuple(c for c in out if (c.importer, c.package) not in pairs)
+
+
+def _imports_anywhere(source: bytes) -> Iterator[tuple[str, int]]:
+    """(top-level package, line) of each absolute import in a module, wherever it is."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name.partition(".")[0], node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.partition(".")[0], node.lineno

@@ -14,10 +14,16 @@ import re
 from collections.abc import Iterable, Set
 from dataclasses import replace
 
-from cudatx.analysis import coverage, frameworks, observed
+from cudatx.analysis import coverage, frameworks, observed, optional
 from cudatx.analysis.broken import already_broken
 from cudatx.analysis.cuda import Mixed, cuda_major_of_file, mixed_majors
-from cudatx.analysis.ownership import byte_owners, lost, same_bytes, system_package
+from cudatx.analysis.ownership import (
+    byte_owners,
+    is_code_file,
+    lost,
+    same_bytes,
+    system_package,
+)
 from cudatx.analysis.problems import Problem
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Evidence, Resolution
@@ -216,10 +222,23 @@ def diff(
             )
             entry[1].append(root)
     roots_before = {env.keys(ld.root): ld for ld in env.loads}
+    # A module no top-level import loads (cudatx.analysis.optional: numba's TBB layer, a
+    # module only a function imports) that stops loading is a feature lost, said in a note;
+    # it makes no plan unsafe. A framework's modules keep their contexts' verdicts.
+    features = {
+        env.keys(ld.root): ld
+        for ld in after.loads
+        if ld.framework is None and optional.not_imported(after, ld)
+    }
+    lost_features: list[str] = []
     broken_roots = []
     for load in after.loads:
         was = roots_before.get(env.keys(load.root))
         if was is not None and not was.ok:
+            continue
+        if env.keys(load.root) in features:
+            if was is not None:
+                lost_features.append(optional.lost(after, load))
             continue
         # An arriving extension module that would fail is a failing import as much as an
         # installed one: one shape for both.
@@ -241,6 +260,7 @@ def diff(
                     missing=first.missing if first else (),
                     framework=run.label if run is not None else None,
                     context=load.context,
+                    importer=_importer(after, load.root),
                 )
             )
     requirements = requirements_diff(env, after)
@@ -269,6 +289,9 @@ def diff(
         )
         for b, roots in broken.values()
     ]
+    # Needs only optional modules had (their roots all in `features`): the notes above.
+    every = [b for b in every if b.traces or not set(b.roots) <= features.keys() or not b.roots]
+    notes += lost_features
     # `broken` holds libraries something needs; a module Python imports is a broken root.
     edges = tuple(b for b in every if b.evidence.decisive and b.evidence is not Evidence.IMPORT)
     at_risk = tuple(b for b in every if not b.evidence.decisive)
@@ -279,7 +302,12 @@ def diff(
         m for m in mixed_majors(after) if (m.soname, env.keys(m.needed_by)) not in mixed_before
     )
     contexts = frameworks.changes(env, after)
-    safe = not edges and not broken_roots and not requirements and not mixed and not losses
+    # A loss of headers, docs or data only (no module, library or executable) breaks no load
+    # and no import: said, and counted only with --strict (a build may compile against
+    # those headers later; cudatx vouches for loading, not for builds).
+    counted_losses = [x for x in losses if x.code or strict]
+    safe = not edges and not broken_roots and not requirements and not mixed
+    safe = safe and not counted_losses
     safe = safe and not any(c.breaks for c in contexts)
     safe = safe and not (strict and at_risk)
     # What was broken before is exactly what doctor reports as errors: the same findings;
@@ -322,6 +350,11 @@ def diff(
             for t in env.traces
         ),
     )
+
+
+def _importer(env: Environment, root: str) -> str | None:
+    companion = env.companion_of(root)
+    return os.path.basename(companion.importer) if companion is not None else None
 
 
 _SONAME = re.compile(r"(lib[\w+-]+)\.so(?:\.\d+)*")
@@ -419,6 +452,10 @@ def _losses(
                     missing=tuple(missing),
                     other_bytes=tuple(other),
                     imports=_imports(env, dist, missing),
+                    code=any(
+                        is_code_file(env.view.real(os.path.join(dist.site, p)))
+                        for p in (*missing, *other)
+                    ),
                 )
             )
     return tuple(out)

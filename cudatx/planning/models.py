@@ -59,6 +59,9 @@ class BrokenRoot(Frozen):
     # which context (cudatx.analysis.frameworks); None for an import.
     framework: str | None = None
     context: str | None = None
+    # A module of a package shipped in another's wheel and imported by it (nvfuser by
+    # torch): the package whose import fails (cudatx.discover.imports.Companion).
+    importer: str | None = None
 
 
 class Rebound(Frozen):
@@ -95,6 +98,9 @@ class Loss(Frozen):
     missing: tuple[str, ...]  # RECORD paths the change deletes
     other_bytes: tuple[str, ...]  # RECORD paths the change leaves holding other bytes
     imports: tuple[str, ...] = ()  # modules whose import breaks with them ("cv2")
+    # Whether a path of them is code (cudatx.analysis.ownership.is_code_file: a module, a
+    # library, an executable); False: headers, docs or data only, counted with --strict.
+    code: bool = True
 
 
 class Cured(Frozen):

@@ -44,9 +44,11 @@ def unsafe_sections(plan: Plan) -> tuple[Section, ...]:
         found.append(Section(UNMET, "requirements_broken"))
     if plan.mixed:
         found.append(Section(MIXED, "mixed"))
-    if any(x.missing for x in plan.losses):
+    # a loss of headers, docs or data only counts with --strict (cudatx.planning.diff)
+    counted = [x for x in plan.losses if x.code or plan.strict]
+    if any(x.missing for x in counted):
         found.append(Section(HOLLOW, "losses"))
-    if any(x.other_bytes for x in plan.losses):
+    if any(x.other_bytes for x in counted):
         found.append(Section(OVERWRITE, "losses"))
     if plan.trial is not None and (plan.trial.breaks or plan.trial.error is not None):
         found.append(Section(TRIAL, "trial"))

@@ -12,6 +12,7 @@ from cudatx.planning import sections
 from cudatx.planning.models import (
     Arriving,
     Broken,
+    Loss,
     NameVersion,
     Plan,
     Rebound,
@@ -40,8 +41,8 @@ def verdict(plan: Plan) -> str:
         parts.append(
             "torch would load " + counted(len(plan.mixed), "library") + " of another CUDA major"
         )
-    if plan.losses:
-        n = len(plan.losses)
+    if any(x.code or plan.strict for x in plan.losses):
+        n = sum(x.code or plan.strict for x in plan.losses)
         stay = "1 package that stays" if n == 1 else f"{n} packages that stay"
         parts.append(f"{stay} would lose files their RECORD lists")
     if plan.requirements_broken:
@@ -57,6 +58,14 @@ def verdict(plan: Plan) -> str:
     if not parts and plan.notes:
         parts.append(plan.notes[-1])
     return "Unsafe: " + "; ".join(parts) + "."
+
+
+def _no_code(loss: Loss, strict: bool) -> str:
+    """What a loss of headers, docs or data only is said to be (docs/loader-model.md)."""
+    if loss.code:
+        return ""
+    counted_or_not = "counted: --strict" if strict else "not counted without --strict"
+    return f" (no code file changes: headers, docs or data only; {counted_or_not})"
 
 
 def _paths(paths: tuple[str, ...], shown_at_most: int = 3) -> str:
@@ -207,6 +216,8 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             what = f"import of {shown(r.root, sites)}"
             if r.framework is not None:  # a framework's run-time root (README, "Frameworks")
                 what = f"{r.framework} ({shown(r.root, sites)}) {r.context}"
+            elif r.importer is not None:  # imported by another package's import
+                what = f"import of {r.importer} ({shown(r.root, sites)}, which it imports)"
             lines.append(
                 f"  {what} [{r.dist or '-'}] would fail: "
                 + (r.detail or f"{r.first_missing} not found")
@@ -237,12 +248,14 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
             lines.append(
                 f" ! {x.name}=={x.version} would lose {_paths(x.missing)}"
                 + (f": {breaks} breaks" if breaks else "")
+                + _no_code(x, plan.strict)
             )
     overwritten = [x for x in plan.losses if x.other_bytes]
     if overwritten:
         lines.append(f"{sections.OVERWRITE} (still installed, their RECORD names other bytes):")
         lines += [
             f" ~ {x.name}=={x.version} would hold other bytes at {_paths(x.other_bytes)}"
+            + _no_code(x, plan.strict)
             for x in overwritten
         ]
     lines += _rebinds(plan.rebound, sites)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from cudatx.discover.imports import (
     Closure,
+    companions,
     import_closure,
     imported_top_levels,
     imports_of,
@@ -124,3 +125,25 @@ def test_requires_agrees_with_the_closure_and_stops_at_the_first_file_that_tells
     # Outside the required part, the whole of that part is read (what it rests on).
     told, read = requires("pkg", "pkg._lazy", entry)
     assert not told and len(read) == len(files)
+
+
+def test_companions_are_packages_another_of_the_wheel_imports_and_peers_are_not(
+    tmp_path: Path,
+) -> None:
+    """nvfuser in torch 2.0's wheel: torch imports it (under `try`, in a function), it never
+    imports torch; functorch and torch import each other, so neither is the other's."""
+    files = {
+        "torch/__init__.py": "import os\n",
+        "torch/_prims_common/__init__.py": "try:\n    from nvfuser._C import DataType\n"
+        "except ImportError:\n    pass\n",
+        "torch/_functorch/compilers.py": "def f():\n    from functorch.compile import x\n",
+        "nvfuser/__init__.py": "from . import _C\n",
+        "functorch/__init__.py": "import torch\n",
+        "nvfuser/README.md": "import torch\n",  # no module: never read
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    found = companions(str(tmp_path), list(files))
+    assert [(Path(c.package).name, Path(c.importer).name) for c in found] == [("nvfuser", "torch")]
+    assert found[0].at == ((str(tmp_path / "torch/_prims_common/__init__.py"), 2),)
