@@ -110,6 +110,12 @@ def test_an_overlap_in_headers_only_is_said_and_not_counted(world: World, tmp_pa
     ) in text
     strict, strict_plan, _ = _plan(venv, world, "hdr-cu12", "--strict")
     assert strict == 1 and not strict_plan["safe"]
+    # the refusal names the section that counts under --strict, and changes nothing
+    links = ("--offline", "--find-links", world.wheels, "--python", venv)
+    refused = cudatx("install", "hdr-cu12", "--strict", "--yes", "--ignore-running", *links)
+    assert refused.returncode == 1, refused.stderr
+    assert '(see "Would overwrite" in the plan)' in refused.stderr, refused.stderr
+    assert "hdr-cu12" not in cudatx("doctor", "--python", venv, "--json").stdout
     # Reality: uv writes the header over; every load works as before.
     uv_install(venv, [world.wheels / world.hdr11.name.replace("cu11", "cu12")])
     site = site_packages(venv)
