@@ -22,6 +22,7 @@ _RUN_TIME = (Evidence.DLOPEN, Evidence.DLOPEN_STRING, Evidence.OBSERVED)
 # The framework whose run-time roots a step exercises, as its label starts and as the
 # plan's BrokenRoot.framework names it (cudatx.analysis.frameworks).
 _STEP_FRAMEWORKS = (("JAX", "jax"), ("onnxruntime", "onnxruntime"), ("CuPy", "cupy"))
+_COMPILED = "'s GPU check (TSL's DSO loader in "
 
 
 def top_of(path: str, sites: tuple[str, ...]) -> str | None:
@@ -86,7 +87,11 @@ def through_imports(
 
 
 def framework_word(label: str) -> str | None:
-    """The word a framework step's label shares with the loader's framework labels."""
+    """The word a framework step's label shares with the loader's framework labels (a
+    compiled loader's step, cudatx.trial.steps.compiled_steps, starts with its framework's
+    own name: "tensorflow's GPU check (TSL's ...")."""
+    if _COMPILED in label:
+        return label.partition("'s ")[0].lower()
     return next((word for prefix, word in _STEP_FRAMEWORKS if label.startswith(prefix)), None)
 
 
