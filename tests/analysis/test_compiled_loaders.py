@@ -118,6 +118,8 @@ def test_the_trial_calls_the_compiled_check(whole: Path) -> None:
     step = _step(plan)
     assert (step["model"], step["trial"]) == ("breaks", "breaks"), step
     assert "Cannot dlopen some GPU libraries" in str(step["error"])
+    trial = plan["trial"]
+    assert isinstance(trial, dict) and trial["disagreements"] == [], trial  # import tfake: no
     _, plan = _json("remove", "nvidia-curand-fake", *how)
     step = _step(plan)
     assert (step["model"], step["trial"], step["disagreement"]) == ("loads", "loads", None)
