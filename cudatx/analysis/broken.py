@@ -33,6 +33,13 @@ from cudatx.names import canonical_name
 _FAILED = (Status.NOT_FOUND, Status.ERROR)
 
 
+def _clip(text: str, most: int = 160) -> str:
+    """A long search path cut for a sentence (TF 2.21's RUNPATH is 11,000 characters of
+    repeated folders): its folders once each, in order."""
+    folders = ":".join(dict.fromkeys(text.split(":")))
+    return folders if len(folders) <= most else folders[: most - 3] + "..."
+
+
 @dataclass
 class _Cause:
     """One root cause as it is gathered: its finding's fields, its consequences."""
@@ -238,7 +245,7 @@ class _Causes:
                     what=f"{leaf} is not found where it is looked for",
                     why=f"{', '.join(listed)} install{'s' * (len(listed) == 1)} it at "
                     f"{short(self.env, there[0])}, but no search that asks for it reaches "
-                    "that folder",
+                    "that folder" + self.searched(resolution, there[0]),
                 ),
             )
         return self.cause(
@@ -249,6 +256,25 @@ class _Causes:
                 why="no distribution installed here lists a file of that name, and no search "
                 "finds one",
             ),
+        )
+
+    def searched(self, resolution: Resolution, there: str) -> str:
+        """For a library opened by bare name at run time, whose search applies and what
+        makes it reach the folder: a bare-name dlopen searches the calling object's
+        DT_RPATH or DT_RUNPATH, then LD_LIBRARY_PATH, the cache and the default folders
+        (glibc elf/dl-load.c, _dl_map_object with the caller's link map)."""
+        if resolution.evidence is not Evidence.DLOPEN or not resolution.needed_by:
+            return ""
+        info = self.env.view.probe(resolution.needed_by).info
+        if info is None:
+            return ""
+        path = info.runpath or info.rpath
+        tag = "DT_RUNPATH" if info.runpath else "DT_RPATH"
+        own = f"its {tag} ({_clip(path)})" if path else "no DT_RUNPATH of its own"
+        return (
+            f" ({short(self.env, resolution.needed_by)} opens it by bare name, searching {own}, "
+            "LD_LIBRARY_PATH and the system's folders; with "
+            f"{os.path.dirname(there)} on LD_LIBRARY_PATH it loads)"
         )
 
     def lacking(self, resolution: Resolution, loaded: tuple[str, ...]) -> _Cause:

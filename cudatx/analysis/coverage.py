@@ -18,7 +18,7 @@ import os
 
 from cudatx.analysis import optional
 from cudatx.analysis.frameworks import not_modelled, read_notes, run_of
-from cudatx.discover.dists import applicable_requirements
+from cudatx.discover.dists import applicable_requirements, installed_extras
 from cudatx.environment import Environment
 from cudatx.models import Distribution
 from cudatx.names import canonical_name
@@ -78,6 +78,41 @@ def _named_by(env: Environment, dist: Distribution) -> tuple[set[str], tuple[str
     return names, tuple(patterns)
 
 
+def _searched(env: Environment, nvidia: dict[str, tuple[str, ...]]) -> dict[str, set[str]]:
+    """distribution -> the NVIDIA wheels (of `nvidia`) whose library folders the DT_RUNPATH
+    or DT_RPATH of one of its libraries names ($ORIGIN expanded): it means to load from
+    them, whatever its requirements say (a library opened by bare name from its code
+    searches there: glibc elf/dl-load.c)."""
+    folders: dict[str, str] = {}
+    for dist in env.distributions:
+        if dist.name in nvidia:
+            for e in dist.records:
+                if e.path.startswith("nvidia/") and is_library_name(os.path.basename(e.path)):
+                    folder = os.path.dirname(os.path.join(dist.site, e.path))
+                    folders.setdefault(os.path.normpath(folder), dist.name)
+    out: dict[str, set[str]] = {}
+    if not folders:
+        return out
+    for dist in env.distributions:
+        if dist.name in nvidia:
+            continue
+        for e in dist.records:
+            if not is_library_name(os.path.basename(e.path)):
+                continue
+            path = os.path.join(dist.site, e.path)
+            info = env.view.probe(path).info
+            search = info and (info.runpath or info.rpath)
+            if not search:
+                continue
+            origin = os.path.dirname(path)
+            for part in search.split(":"):
+                where = part.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+                wheel = folders.get(os.path.normpath(where))
+                if wheel is not None:
+                    out.setdefault(dist.name, set()).add(wheel)
+    return out
+
+
 def unmodelled(env: Environment, changing: frozenset[str] | None = None) -> list[str]:
     """The notes: one per distribution that requires NVIDIA wheels it loads by a route
     cudatx does not read (with `changing`, only for those wheels among them)."""
@@ -86,22 +121,33 @@ def unmodelled(env: Environment, changing: frozenset[str] | None = None) -> list
         nvidia = {n: libs for n, libs in nvidia.items() if n in changing}
     if not nvidia:
         return []
+    taken = installed_extras(
+        env.distributions, env.target.markers, frozenset(d.name for d in env.distributions)
+    )
+    searched = _searched(env, nvidia)
     out = []
     for dist in env.distributions:
-        if not dist.requires or not dist.records:
+        if not (dist.requires or dist.name in searched) or not dist.records:
             continue
         if any(e.path.startswith("nvidia/") for e in dist.records):
             continue  # an NVIDIA wheel itself (nvidia-cuda-nvcc requires nvidia-nvvm)
-        if changing is not None and not any(
-            name.split("-")[0] in line.lower() for line in dist.requires for name in nvidia
+        if (
+            changing is not None
+            and dist.name not in searched
+            and not any(
+                name.split("-")[0] in line.lower() for line in dist.requires for name in nvidia
+            )
         ):
             continue  # no Requires-Dist names what changes: nothing to parse
-        extras = (env.extras or {}).get(dist.name, ())
+        # Every extra whose requirements are all installed counts here, whoever asked for
+        # it: `tensorflow[and-cuda]` names its NVIDIA wheels only behind its extra, and no
+        # installer records the extra (cudatx.discover.dists.installed_extras).
+        extras = taken.get(dist.name, ())
         required = {
             canonical_name(r.name)
             for r in applicable_requirements(dist, env.target.markers, extras)
         }
-        wheels = [w for w in sorted(required) if w in nvidia]
+        wheels = [w for w in sorted(required | searched.get(dist.name, set())) if w in nvidia]
         if not wheels:
             continue
         names, patterns = _named_by(env, dist)
@@ -117,7 +163,8 @@ def unmodelled(env: Environment, changing: frozenset[str] | None = None) -> list
             out.append(
                 not_modelled(
                     dist.name,
-                    f"it requires {', '.join(unread)}, and loads none of "
+                    f"it {'requires' if set(unread) <= required else 'uses'} "
+                    f"{', '.join(unread)}, and loads none of "
                     f"{'its' if len(unread) == 1 else 'their'} libraries by a route cudatx "
                     "reads",
                 )

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cudatx.models import Distribution
-from cudatx.trial.steps import STEPS
+from cudatx.trial.steps import STEPS, compiled_steps
 
 IMPORT_TIMEOUT = 120.0  # seconds for one import: torch's takes 3 to 10 on a loaded machine
 COMMAND_TIMEOUT = 1800.0  # a user's own check may run a test suite
@@ -104,11 +104,8 @@ def step_checks(python: str, sites: Sequence[str], timeout: float = IMPORT_TIMEO
                 return True
         return False
 
-    return [
-        Check(step.label, (python, "-B", "-c", step.code), timeout)
-        for step in STEPS
-        if installed(step.needs)
-    ]
+    steps = [*(s for s in STEPS if installed(s.needs)), *compiled_steps(sites)]
+    return [Check(step.label, (python, "-B", "-c", step.code), timeout) for step in steps]
 
 
 def command_checks(commands: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> list[Check]:

@@ -10,12 +10,20 @@ step (torch/__init__.py preloads the NVIDIA libraries, then loads torch._C).
 Kept minimal: JAX's plugin is taken up to its loading of the NVIDIA libraries (its
 `initialize()` then checks versions against a device it cannot find here); onnxruntime's
 `preload_dlls()` and its CUDA provider library; CuPy's library modules, loaded through its
-own loader.
+own loader; a loader compiled into a library (TSL's, in TensorFlow: cudatx.discover.
+frameworks.tsl), its own exported GPU check called with ctypes in the library the reader
+finds (`compiled_steps`: found in the environment being judged, not named here).
 """
 
 from __future__ import annotations
 
+import glob as globbing
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+
+from cudatx.discover.frameworks import data, readers
+from cudatx.loader.fileview import FileView
 
 
 @dataclass(frozen=True)
@@ -64,3 +72,40 @@ STEPS: tuple[Step, ...] = (
         for name in ("cublas", "cusolver", "cusparse", "curand", "cufft", "nvrtc")
     ),
 )
+
+
+# TSL's check returns an absl::Status: non-trivially copyable, so returned through a hidden
+# pointer, the first argument on x86-64 (System V ABI); one word, 1 for OK (an inlined
+# code), else a pointer to the failure (0: an older tsl::Status's null state, OK too).
+_TSL = """\
+import ctypes, sys
+lib = ctypes.CDLL({path!r})
+status = ctypes.create_string_buffer(64)
+getattr(lib, {symbol!r})(status)
+if int.from_bytes(status.raw[:8], sys.byteorder) > 1:
+    raise SystemExit('Cannot dlopen some GPU libraries: ' + {what!r})
+"""
+_X86_64 = 62  # e_machine EM_X86_64: the ABI the call above assumes
+
+
+def compiled_steps(sites: Sequence[str]) -> Iterator[Step]:
+    """One step per loader compiled into a library installed in `sites` (the reader's own
+    `find`, on the files as they are in the environment judged)."""
+    reader = readers()["tsl"]
+    view = FileView(None)
+    for site in sites:
+        for marker in reader.markers:
+            for found_at in sorted(view.glob(os.path.join(globbing.escape(site), marker))):
+                found = reader.find(site, found_at, "", view)
+                if found is None:
+                    continue
+                path = os.path.join(site, found.loader)
+                info = view.probe(path).info
+                if info is None or info.machine != _X86_64:
+                    continue
+                what = f"TSL's GPU check in {found.loader} failed; it would run on the CPU"
+                yield Step(
+                    f"{found.name}'s GPU check (TSL's DSO loader in {found.loader})",
+                    found.loader,
+                    _TSL.format(path=path, symbol=str(data("tsl")["exports"]), what=what),
+                )

@@ -22,6 +22,7 @@ _RUN_TIME = (Evidence.DLOPEN, Evidence.DLOPEN_STRING, Evidence.OBSERVED)
 # The framework whose run-time roots a step exercises, as its label starts and as the
 # plan's BrokenRoot.framework names it (cudatx.analysis.frameworks).
 _STEP_FRAMEWORKS = (("JAX", "jax"), ("onnxruntime", "onnxruntime"), ("CuPy", "cupy"))
+_COMPILED = "'s GPU check (TSL's DSO loader in "
 
 
 def top_of(path: str, sites: tuple[str, ...]) -> str | None:
@@ -33,20 +34,31 @@ def top_of(path: str, sites: tuple[str, ...]) -> str | None:
     return None
 
 
-def model_breaks(plan: Plan, sites: tuple[str, ...]) -> dict[str, bool]:
+def model_breaks(
+    plan: Plan, sites: tuple[str, ...], stepped: frozenset[str] = frozenset()
+) -> dict[str, bool]:
     """Top-level module -> whether every reason the model has for its break is a load only a
-    run makes (True) or not (False); modules the model says stay whole are absent."""
+    run makes (True) or not (False); modules the model says stay whole are absent. A
+    framework's root that a step of the trial judges (`stepped`: the steps' framework
+    words) is that step's break, not its package's import's: `import tensorflow` never runs
+    TF's GPU check, the step does."""
     out: dict[str, bool] = {}
 
     def add(top: str | None, run_time: bool) -> None:
         if top:
             out[top] = out.get(top, True) and run_time
 
+    judged = set()  # the roots a step judges
     for broken_root in plan.broken_roots:
+        label = (broken_root.framework or "").lower()
+        if label and any(word in label for word in stepped):
+            judged.add(broken_root.root)
+            continue
         add(top_of(broken_root.root, sites), broken_root.framework is not None)
     for edge in plan.broken:
         for root in edge.roots:
-            add(top_of(root, sites), edge.evidence in _RUN_TIME)
+            if root not in judged:
+                add(top_of(root, sites), edge.evidence in _RUN_TIME)
     for loss in plan.losses:
         for module in loss.imports:
             add(module.partition(".")[0], False)
@@ -86,7 +98,11 @@ def through_imports(
 
 
 def framework_word(label: str) -> str | None:
-    """The word a framework step's label shares with the loader's framework labels."""
+    """The word a framework step's label shares with the loader's framework labels (a
+    compiled loader's step, cudatx.trial.steps.compiled_steps, starts with its framework's
+    own name: "tensorflow's GPU check (TSL's ...")."""
+    if _COMPILED in label:
+        return label.partition("'s ")[0].lower()
     return next((word for prefix, word in _STEP_FRAMEWORKS if label.startswith(prefix)), None)
 
 
@@ -134,7 +150,8 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
     owners = {**run.before.owners, **after.owners}
     labels = dict.fromkeys([*run.before.outcomes, *after.outcomes])
     modules = [x.removeprefix("import ") for x in labels if x.startswith("import ")]
-    modelled = through_imports(model_breaks(plan, sites), modules, sites)
+    stepped = frozenset(w for label in labels if (w := framework_word(label)) is not None)
+    modelled = through_imports(model_breaks(plan, sites, stepped), modules, sites)
     rows: list[TrialCheck] = []
     for label in labels:
         verdict, error = _trial_verdict(label, run.before, after)

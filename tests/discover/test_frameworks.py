@@ -17,7 +17,9 @@ import pytest
 from cudatx.discover.frameworks import find_installed, read_installed, readers
 from cudatx.discover.frameworks.model import FrameworkLoads, HandLoad, Installed, Open
 from cudatx.loader.fileview import FileView
+from tests.support.cbuild import compile_lib
 from tests.support.paths import DATA
+from tests.support.tsl_world import SYMBOL
 
 FW = DATA / "frameworks"
 
@@ -41,7 +43,7 @@ def _read(site: Path, reader: str) -> tuple[Installed, FrameworkLoads]:
 
 
 def test_every_reader_is_registered_by_name() -> None:
-    assert set(readers()) >= {"jax", "onnxruntime", "cupy"}
+    assert set(readers()) >= {"jax", "onnxruntime", "cupy", "tsl"}
 
 
 # -- JAX ----------------------------------------------------------------------------------
@@ -370,3 +372,78 @@ def test_cupy_14_modules_imported_after_a_pathfinder_load(tmp_path: Path) -> Non
         "libcublas.so.13",
         "libcusolver.so.12",
     ]
+
+
+# -- TensorFlow (TSL's DSO loader) --------------------------------------------------------
+
+# The two libraries of a TF wheel, as built: each exports TSL's check or not, as `nm -D`
+# showed for each release (2.16.1: both; 2.21.0: libtensorflow_framework.so.2 only), and
+# libtensorflow_cc.so.2 DT_NEEDs libtensorflow_framework.so.2.
+_EXPORTS = {
+    "tensorflow-2.16.1": ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2"),
+    "tensorflow-2.21.0": ("libtensorflow_framework.so.2",),
+}
+_CHECK = "libcudart.so.12 libcublas.so.12 libcublasLt.so.12 libcufft.so.11 libcusolver.so.11"
+
+
+def _tensorflow(tmp_path: Path, release: str) -> Path:
+    site = _site(tmp_path, release)
+    folder = site / "tensorflow"
+    exporting = f'int check(void) __asm__("{SYMBOL}");\nint check(void) {{ return 0; }}\n'
+    framework = compile_lib(
+        folder / "libtensorflow_framework.so.2",
+        soname="libtensorflow_framework.so.2",
+        source=exporting if "libtensorflow_framework.so.2" in _EXPORTS[release] else None,
+    )
+    compile_lib(
+        folder / "libtensorflow_cc.so.2",
+        soname="libtensorflow_cc.so.2",
+        needed=[framework],
+        source=exporting if "libtensorflow_cc.so.2" in _EXPORTS[release] else None,
+    )
+    return site
+
+
+@pytest.mark.parametrize(
+    ("release", "cudnn"),
+    [("tensorflow-2.16.1", "libcudnn.so.8"), ("tensorflow-2.21.0", "libcudnn.so.9")],
+)
+def test_tensorflow_s_gpu_check_opens_what_its_build_config_names(
+    tmp_path: Path, release: str, cudnn: str
+) -> None:
+    """The names come from the release's own cuda_config.h (cuDNN 8 in 2.16.1, 9 in 2.21.0);
+    the caller is libtensorflow_framework.so.2, which 2.16.1's libtensorflow_cc.so.2 DT_NEEDs
+    (both export the check there)."""
+    found, loads = _read(_tensorflow(tmp_path, release), "tsl")
+    assert loads.read, loads.origin
+    assert found.name == "tensorflow"
+    assert found.loader == "tensorflow/libtensorflow_framework.so.2"
+    (root,) = loads.roots
+    assert root.path == found.loader and root.loads == () and root.modules == ()
+    assert [o.build for o in root.runtime] == [
+        (n,) for n in (*_CHECK.split(), "libcusparse.so.12", cudnn)
+    ]
+    assert loads.build_major == 12
+    assert [c.name for c in loads.contexts if c.primary] == ["alone"]
+
+
+def test_tensorflow_without_an_exporter_is_no_compiled_loader(tmp_path: Path) -> None:
+    site = _site(tmp_path, "tensorflow-2.21.0")
+    compile_lib(site / "tensorflow" / "libtensorflow_framework.so.2")
+    assert [f for f in _found(site) if f.reader == "tsl"] == []
+
+
+def test_a_cpu_build_opens_nothing(tmp_path: Path) -> None:
+    site = _tensorflow(tmp_path, "tensorflow-2.21.0")
+    info = site / "tensorflow" / "python" / "platform" / "build_info.py"
+    info.write_text(info.read_text().replace("('is_cuda_build', True)", "('is_cuda_build', False)"))
+    _, loads = _read(site, "tsl")
+    assert loads.read and loads.roots == ()
+
+
+def test_a_config_without_a_version_the_check_needs_is_not_modelled(tmp_path: Path) -> None:
+    site = _tensorflow(tmp_path, "tensorflow-2.21.0")
+    config = site / "tensorflow" / "include" / "third_party" / "gpus" / "cuda" / "cuda_config.h"
+    config.write_text(config.read_text().replace("TF_CUSOLVER_VERSION", "TF_OTHER_VERSION"))
+    _, loads = _read(site, "tsl")
+    assert not loads.read and "TF_CUSOLVER_VERSION" in loads.origin

@@ -44,6 +44,12 @@ if TYPE_CHECKING:
     from cudatx.cache import ScanCache
 
 
+class Binds(Protocol):
+    """What an object defines, as glibc's lookup binds a reference (cudatx.elf.exports)."""
+
+    def bind_plain(self, names: set[bytes]) -> set[bytes]: ...
+
+
 class SiteFiles(Protocol):
     """The files of the environment as a reader may look at them (a simulated change
     included: cudatx.loader.fileview)."""
@@ -51,6 +57,10 @@ class SiteFiles(Protocol):
     def glob(self, pattern: str) -> list[str]: ...
 
     def real(self, path: str) -> str: ...
+
+    def exports(self, path: str) -> Binds | None: ...
+
+    def needed(self, path: str) -> tuple[str, ...]: ...
 
 
 class FrameworkReader(Protocol):
@@ -145,7 +155,7 @@ def _cached(
     reader = readers()[found.reader]
     states = [os.stat(files.real(p)) for p in paths]
     state = ";".join(":".join(file_key(st)) for st in states)
-    key = f"{found.reader}:{found.name}:{found.site}"
+    key = f"{found.reader}:{found.name}:{found.site}" + (f":{found.loader}" if found.loader else "")
     seen = (key, state)
     if seen in _PARSED:
         return _PARSED[seen]

@@ -121,6 +121,9 @@ class Installed(Frozen, kw_only=False):
     package: str  # its package folder, relative to `site`
     sources: tuple[str, ...]  # the files its reader reads, relative to `site`
     companions: tuple[str, ...] = ()  # distributions of the same build (jax-cuda12-plugin)
+    # A loader compiled into a library: the object whose code calls it (relative to
+    # `site`), found by what it exports (cudatx.discover.frameworks.tsl)
+    loader: str = ""
 
 
 def hand_load_from_json(row: Any) -> HandLoad:

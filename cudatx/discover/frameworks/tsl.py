@@ -1,0 +1,132 @@
+"""Loaders compiled into a library: TSL's DSO loader, as TensorFlow builds it (2.16 on).
+
+TensorFlow's libraries DT_NEED no CUDA library. When TF starts its GPU devices
+(tensorflow/core/common_runtime/gpu/gpu_device.cc), it calls TSL's GPU check,
+`tsl::internal::DsoLoader::MaybeTryDlopenGPULibraries()` -> `TryDlopenCUDALibraries()`
+(xla/tsl/platform/default/dlopen_checker.cc), which opens cudart, cuBLAS, cuBLASLt, cuFFT,
+cuSOLVER, cuSPARSE and cuDNN with `dlopen` by bare name (dso_loader.cc `GetDsoHandle(name,
+version)`: "lib<name>.so.<version>", the version compiled in from the build's
+`cuda_config.h`, TF_CUDART_VERSION, TF_CUBLAS_VERSION ...). Where one fails, TF logs "Cannot
+dlopen some GPU libraries" and registers no GPU: it runs on the CPU.
+
+A bare-name dlopen searches the *calling object's* DT_RUNPATH (or DT_RPATH), then
+LD_LIBRARY_PATH, the cache and the default folders (glibc elf/dl-load.c, _dl_map_object
+with the caller's link map): here the object the loader is compiled into. So the check is
+modelled as a root of its own, that object loaded by path, then each name opened from its
+code (cudatx.loader.roots, `runtime`).
+
+Found by what the build ships, never by a distribution's name:
+- the marker is TSL's build configuration as the wheel installs it
+  (`<package>/include/third_party/gpus/cuda/cuda_config.h`), whose TF_*_VERSION macros give
+  the names; `<package>/python/platform/build_info.py`'s `is_cuda_build` False (a CPU
+  build: the check is compiled out) is no framework here;
+- the object is the shared library of the package folder that exports the check
+  (`_ZN3tsl8internal9DsoLoader22TryDlopenCUDALibrariesEv`). Where several export it
+  (TF 2.16: libtensorflow_framework.so.2 and libtensorflow_cc.so.2), the one the others
+  DT_NEED is taken: it is mapped first, so a call by name binds to its copy (elf/dl-lookup.c,
+  the first definition in the lookup scope); TF 2.16.1's users met exactly that copy's
+  RUNPATH (tensorflow/tensorflow#63362).
+
+A cuda_config.h without a macro the check needs raises Shape: reported as not modelled.
+"""
+
+from __future__ import annotations
+
+import ast
+import glob as globbing
+import os
+import re
+
+from cudatx.discover.frameworks import SiteFiles, data, exists, register
+from cudatx.discover.frameworks.model import (
+    FrameworkLoads,
+    Installed,
+    Open,
+    RuntimeRoot,
+    contexts_from_json,
+)
+from cudatx.discover.frameworks.source import Shape
+from cudatx.paths import is_library_name
+
+_CONFIG = "include/third_party/gpus/cuda/cuda_config.h"
+_BUILD_INFO = "python/platform/build_info.py"
+_DEFINE = re.compile(r'^\s*#\s*define\s+TF_([A-Z0-9_]+)_VERSION\s+"([^"]*)"', re.MULTILINE)
+
+WHAT = (
+    "GPU check (TSL's DSO loader; where it fails it logs \"Cannot dlopen some GPU "
+    'libraries" and runs on the CPU)'
+)
+
+
+def _exporters(site: str, package: str, files: SiteFiles) -> list[str]:
+    """The shared libraries of the package folder that export TSL's GPU check, relative to
+    the site folder."""
+    symbol = str(data("tsl")["exports"]).encode()
+    out = []
+    for path in sorted(files.glob(os.path.join(globbing.escape(os.path.join(site, package)), "*"))):
+        if not is_library_name(os.path.basename(path)):
+            continue
+        defined = files.exports(path)
+        if defined is not None and defined.bind_plain({symbol}):
+            out.append(os.path.relpath(path, site))
+    return out
+
+
+def _first_mapped(site: str, exporters: list[str], files: SiteFiles) -> str:
+    """Of several exporters, the one another of them DT_NEEDs (mapped before it)."""
+    needed = {n for rel in exporters for n in files.needed(os.path.join(site, rel))}
+    return next((r for r in exporters if os.path.basename(r) in needed), exporters[0])
+
+
+class TslReader:
+    name = "tsl"
+    markers: tuple[str, ...] = (f"*/{_CONFIG}",)
+
+    def find(self, site: str, marker: str, owner: str, files: SiteFiles) -> Installed | None:
+        package = os.path.relpath(marker, site).split(os.sep)[0]
+        exporters = _exporters(site, package, files)
+        if not exporters:
+            return None  # no object here runs TSL's check
+        sources = [f"{package}/{_CONFIG}"]
+        if exists(files, os.path.join(site, package, _BUILD_INFO)):
+            sources.append(f"{package}/{_BUILD_INFO}")
+        # (reader, name, distribution, site, package, sources): the package folder is its name
+        loader = _first_mapped(site, exporters, files)
+        return Installed(self.name, package, owner, site, package, tuple(sources), loader=loader)
+
+    def read(self, found: Installed, texts: dict[str, str]) -> FrameworkLoads:
+        versions = dict(_DEFINE.findall(texts[found.sources[0]]))
+        info = texts.get(f"{found.package}/{_BUILD_INFO}")
+        if info is not None and _build_info(info).get("is_cuda_build") is False:
+            return FrameworkLoads(roots=(), build_major=None, origin="")
+        opens = []
+        for name, macro in data("tsl")["check"]:
+            if macro not in versions:
+                raise Shape(f"cuda_config.h defines no TF_{macro}_VERSION")
+            version = versions[macro]
+            opens.append(Open((f"lib{name}.so" + (f".{version}" if version else ""),)))
+        head = versions.get("CUDA", "").split(".")[0]
+        root = RuntimeRoot(path=found.loader, what=WHAT, loads=(), runtime=tuple(opens))
+        return FrameworkLoads(
+            roots=(root,),
+            build_major=int(head) if head.isdigit() else None,
+            origin="",
+            contexts=contexts_from_json(data("tsl")["contexts"]),
+        )
+
+
+def _build_info(text: str) -> dict[str, object]:
+    """`build_info = collections.OrderedDict([(key, value), ...])`, its constant pairs."""
+    out: dict[str, object] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+            key, value = node.elts
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                try:
+                    out[key.value] = ast.literal_eval(value)
+                except ValueError:
+                    continue
+    return out
+
+
+register(TslReader())
