@@ -54,6 +54,7 @@ class DoctorTrial(Frozen):
     failing: tuple[TrialFailure, ...]
     unknown: int  # failing checks the model does not know of
     sandbox: SandboxUsed | None = None  # the confinement its code ran under (cudatx.sandbox)
+    gpu: str | None = None  # whether the GPU start steps ran: "1 GPU", "no GPU (why)"
 
 
 class DoctorReport(Frozen):

@@ -161,6 +161,9 @@ class Trial(Frozen):
     # the confinement the trial's uv and code ran under (cudatx.sandbox): None where the
     # report predates it
     sandbox: SandboxUsed | None = None
+    # whether the frameworks' GPU start steps ran: "1 GPU", or "no GPU (why)"; None where
+    # the report predates them
+    gpu: str | None = None
 
 
 class Plan(Frozen):

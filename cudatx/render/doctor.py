@@ -9,6 +9,7 @@ from cudatx.codec import document
 from cudatx.errors import json_text
 from cudatx.names import counted
 from cudatx.render import as_text
+from cudatx.render.plan import gpu_lines
 
 _CONSEQUENCES = 6  # lines under one finding; --json lists them all
 
@@ -69,4 +70,4 @@ def _trial(trial: DoctorTrial) -> list[str]:
     for f in trial.failing:
         mark = "known to the model" if f.known else "UNKNOWN to the model"
         lines.append(f"  x {f.check} fails ({mark}): {f.error}")
-    return lines
+    return lines + gpu_lines(trial.gpu)

@@ -313,4 +313,14 @@ def trial_lines(trial: Trial) -> list[str]:
         lines += [f"    {d}" for d in trial.disagreements]
     else:
         lines.append("  Model and trial agree.")
-    return lines
+    return lines + gpu_lines(trial.gpu)
+
+
+def gpu_lines(gpu: str | None) -> list[str]:
+    """Whether the frameworks' GPU starts ran (cudatx.trial.steps.GPU_STEPS), as the probe
+    found the machine: said either way, since a trial without them judged no GPU start."""
+    if gpu is None:
+        return []
+    if gpu.startswith("no GPU"):
+        return [f"  GPU starts not run: {gpu}"]
+    return [f"  GPU starts run on {gpu} (each framework installed)"]

@@ -9,6 +9,7 @@ from cudatx.analysis.doctor import DoctorTrial, TrialFailure
 from cudatx.analysis.ownership import hollow
 from cudatx.environment import Environment
 from cudatx.trial.run import TrialOptions, run_trial
+from cudatx.trial.steps import gpu_start_module
 from cudatx.trial.verdict import framework_word, top_of
 
 
@@ -42,8 +43,9 @@ def judge_as_is(env: Environment, options: TrialOptions) -> DoctorTrial:
         if module is not None:
             known = module in tops or any(d in hollowed for d in owners)
         else:
-            word = framework_word(label)
-            known = word is not None and any(word in f for f in frameworks)
+            # a GPU start step names its package's module; a GPU-free step, its framework
+            word = gpu_start_module(label) or framework_word(label)
+            known = word is not None and (word in tops or any(word in f for f in frameworks))
         failing.append(TrialFailure(check=label, dists=owners, error=outcome.error, known=known))
     return DoctorTrial(
         method=ran.shadow.method,
@@ -54,4 +56,5 @@ def judge_as_is(env: Environment, options: TrialOptions) -> DoctorTrial:
         failing=tuple(failing),
         unknown=sum(not f.known for f in failing),
         sandbox=ran.sandbox,
+        gpu=ran.before.gpu or None,
     )

@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cudatx.models import Distribution
-from cudatx.trial.steps import STEPS, compiled_steps
+from cudatx.names import counted
+from cudatx.trial.steps import GPU_PROBE, GPU_STEPS, STEPS, compiled_steps
 
 IMPORT_TIMEOUT = 120.0  # seconds for one import: torch's takes 3 to 10 on a loaded machine
 COMMAND_TIMEOUT = 1800.0  # a user's own check may run a test suite
@@ -90,8 +91,11 @@ def import_checks(
     return {k: tuple(v) for k, v in owners.items()}, checks
 
 
-def step_checks(python: str, sites: Sequence[str], timeout: float = IMPORT_TIMEOUT) -> list[Check]:
-    """The framework steps (cudatx.trial.steps) whose module is installed in `sites`."""
+def step_checks(
+    python: str, sites: Sequence[str], timeout: float = IMPORT_TIMEOUT, *, gpu: bool = False
+) -> list[Check]:
+    """The framework steps (cudatx.trial.steps) whose module is installed in `sites`; with
+    `gpu` (the probe found a device), the GPU start steps too."""
 
     def installed(needs: str) -> bool:
         for site in sites:
@@ -105,7 +109,34 @@ def step_checks(python: str, sites: Sequence[str], timeout: float = IMPORT_TIMEO
         return False
 
     steps = [*(s for s in STEPS if installed(s.needs)), *compiled_steps(sites)]
+    steps += [s for s in GPU_STEPS if gpu and installed(s.needs)]
     return [Check(step.label, (python, "-B", "-c", step.code), timeout) for step in steps]
+
+
+def gpu_present(python: str, environ: Mapping[str, str], timeout: float) -> tuple[bool, str]:
+    """Whether the driver reports a device to the environment's interpreter, in the judge's
+    environment (its LD_LIBRARY_PATH); and what that is, in words: the GPU start steps run
+    only where it does, and the trial says which."""
+    try:
+        done = subprocess.run(
+            [python, "-B", "-c", GPU_PROBE],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=dict(environ),
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"no GPU (the driver did not answer within {timeout:g} s)"
+    except OSError as exc:
+        return False, f"no GPU (cannot run the probe: {exc.strerror or exc})"
+    count = done.stdout.strip()
+    if done.returncode != 0 or not count.isdigit():
+        said = _last_line(done.stderr) or _last_line(done.stdout) or f"exit {done.returncode}"
+        return False, f"no GPU ({said})"
+    return True, counted(int(count), "GPU")
 
 
 def command_checks(commands: Sequence[str], timeout: float = COMMAND_TIMEOUT) -> list[Check]:

@@ -42,6 +42,7 @@ class Judged:
     outcomes: dict[str, Outcome]
     owners: dict[str, tuple[str, ...]]
     seconds: float
+    gpu: str = ""  # what the GPU probe found (cudatx.trial.judge.gpu_present), in words
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def _judged(data: dict[str, object]) -> Judged:
         {label: Outcome(bool(o["ok"]), str(o["error"])) for label, o in outcomes.items()},
         {name: tuple(who) for name, who in owners.items()},
         float(seconds),
+        str(data.get("gpu", "")),
     )
 
 

@@ -30,6 +30,7 @@ from cudatx.sandbox import Confinement, SandboxFailed, confine
 from cudatx.trial.judge import (
     Check,
     command_checks,
+    gpu_present,
     import_checks,
     judge,
     judge_environ,
@@ -40,20 +41,21 @@ from cudatx.txn.confine import withhold
 from cudatx.uv import UvFailed, run_uv
 
 
-def _checks(spec: dict[str, Any]) -> tuple[dict[str, tuple[str, ...]], list[Check]]:
+def _checks(spec: dict[str, Any], gpu: bool) -> tuple[dict[str, tuple[str, ...]], list[Check]]:
     sites = tuple(spec["sites"])
     dists, _ = scan_distributions(sites)
     timeout = float(spec["timeout"])
     owners, checks = import_checks(spec["python"], dists, timeout)
-    checks += step_checks(spec["python"], sites, timeout)
+    checks += step_checks(spec["python"], sites, timeout, gpu=gpu)
     checks += command_checks(spec["commands"])
     return owners, checks
 
 
 def _judged_here(spec: dict[str, Any], cwd: str) -> dict[str, Any]:
     start = time.monotonic()
-    owners, checks = _checks(spec)
     environ = judge_environ(spec["prefix"], spec["ld_library_path"])
+    gpu, said = gpu_present(spec["python"], environ, float(spec["timeout"]))
+    owners, checks = _checks(spec, gpu)
     where = spec.get("progress")
 
     def told(done: int, total: int, what: str) -> None:
@@ -64,6 +66,7 @@ def _judged_here(spec: dict[str, Any], cwd: str) -> dict[str, Any]:
         "seconds": time.monotonic() - start,
         "owners": owners,
         "outcomes": {label: asdict(o) for label, o in outcomes.items()},
+        "gpu": said,
     }
 
 

@@ -1,6 +1,7 @@
 """Each modelled framework's own load steps that need no GPU, run by the trial's judge as
 the tests judge them (tests/torch/test_frameworks_env.py): what a framework does with the
-NVIDIA libraries before it ever asks the driver for a device.
+NVIDIA libraries before it ever asks the driver for a device; and, only where the driver
+reports a device (GPU_PROBE), each framework's real GPU start (GPU_STEPS).
 
 Each step is a snippet run by the environment's interpreter (`python -B -c`); it runs only
 where the module it starts from is installed (`needs`), and a step that fails both before and after
@@ -33,6 +34,8 @@ class Step:
     # without its suffix (a package folder, a .py file or an extension module)
     needs: str
     code: str  # Python source, run with `python -B -c`
+    # run only where the GPU probe (GPU_PROBE) found a device: the framework's real GPU start
+    gpu: bool = False
 
 
 _JAX = """\
@@ -72,6 +75,85 @@ STEPS: tuple[Step, ...] = (
         for name in ("cublas", "cusolver", "cusparse", "curand", "cufft", "nvrtc")
     ),
 )
+
+
+# Each framework's real GPU start, run only where GPU_PROBE found a device (never on CI): what
+# a user's first GPU call does with the NVIDIA libraries, beyond what an import loads. Labels
+# are `<top-level module>'s GPU start (...)` (GPU_START): the verdict reads the module from
+# them. JAX and TensorFlow take most of a GPU's memory at start unless told not to; the steps
+# run beside each other. onnxruntime's needs a model to run: none is run.
+GPU_START = "'s GPU start ("
+
+_TORCH_GPU = """\
+import torch
+torch.cuda.init()
+x = torch.ones(8, 8, device='cuda')
+(x @ x).sum().item()
+image = torch.ones(1, 1, 8, 8, device='cuda')
+torch.nn.functional.conv2d(image, torch.ones(1, 1, 3, 3, device='cuda')).sum().item()
+if torch.backends.cudnn.version() is None:
+    raise SystemExit('torch finds no cuDNN')
+"""
+
+_TF_GPU = """\
+import os
+os.environ.setdefault('TF_FORCE_GPU_ALLOW_GROWTH', 'true')
+import tensorflow as tf
+if not tf.config.list_physical_devices('GPU'):
+    raise SystemExit('Cannot dlopen some GPU libraries: tensorflow lists no GPU')
+"""
+
+_JAX_GPU = """\
+import os
+os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
+import jax, jax.numpy as jnp
+jax.devices('gpu')
+x = jax.device_put(jnp.ones((8, 8)), jax.devices('gpu')[0])
+(x @ x).block_until_ready()
+"""
+
+_CUPY_GPU = """\
+import cupy
+x = cupy.ones((8, 8))
+(x @ x).sum().item()
+"""
+
+GPU_STEPS: tuple[Step, ...] = (
+    Step(
+        f"torch{GPU_START}CUDA init, a cuBLAS product, a cuDNN convolution)",
+        "torch",
+        _TORCH_GPU,
+        True,
+    ),
+    Step(f"tensorflow{GPU_START}its GPU device list)", "tensorflow", _TF_GPU, True),
+    Step(f"jax{GPU_START}its GPU devices, a product on one)", "jax_plugins", _JAX_GPU, True),
+    Step(f"cupy{GPU_START}a product on device 0)", "cupy", _CUPY_GPU, True),
+)
+
+
+def gpu_start_module(label: str) -> str | None:
+    """The top-level module a GPU start step's label names; None for any other label."""
+    return label.partition("'s ")[0] if GPU_START in label else None
+
+
+# Whether this machine has a GPU the environment's code can use: the driver's own answer
+# (libcuda.so.1, found as the environment's interpreter finds it; cuInit, cuDeviceGetCount),
+# printed as a count, or the reason none is usable as its error.
+GPU_PROBE = """\
+import ctypes
+try:
+    cuda = ctypes.CDLL('libcuda.so.1')
+except OSError as exc:
+    raise SystemExit(str(exc))
+rc = cuda.cuInit(0)
+if rc != 0:
+    raise SystemExit(f'cuInit(0) returned CUDA error {rc}')
+count = ctypes.c_int(0)
+rc = cuda.cuDeviceGetCount(ctypes.byref(count))
+if rc != 0 or count.value < 1:
+    raise SystemExit(f'cuDeviceGetCount found {count.value} devices (CUDA error {rc})')
+print(count.value)
+"""
 
 
 # TSL's check returns an absl::Status: non-trivially copyable, so returned through a hidden

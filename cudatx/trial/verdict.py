@@ -16,6 +16,7 @@ from cudatx.discover.imports import imports_of
 from cudatx.models import Evidence
 from cudatx.planning.models import Plan, Trial, TrialCheck
 from cudatx.trial.run import Judged, TrialRun
+from cudatx.trial.steps import gpu_start_module
 
 _RUN_TIME = (Evidence.DLOPEN, Evidence.DLOPEN_STRING, Evidence.OBSERVED)
 
@@ -101,6 +102,8 @@ def framework_word(label: str) -> str | None:
     """The word a framework step's label shares with the loader's framework labels (a
     compiled loader's step, cudatx.trial.steps.compiled_steps, starts with its framework's
     own name: "tensorflow's GPU check (TSL's ...")."""
+    if gpu_start_module(label) is not None:  # judged by its module (compare), not a framework
+        return None
     if _COMPILED in label:
         return label.partition("'s ")[0].lower()
     return next((word for prefix, word in _STEP_FRAMEWORKS if label.startswith(prefix)), None)
@@ -109,6 +112,15 @@ def framework_word(label: str) -> str | None:
 def _framework_breaks(plan: Plan, label: str) -> bool:
     word = framework_word(label)
     return word is not None and any(word in (r.framework or "").lower() for r in plan.broken_roots)
+
+
+def _gpu_start_breaks(plan: Plan, module: str, modelled: dict[str, bool]) -> bool:
+    """The model's verdict on a GPU start: its package breaks by any reason the model has,
+    the loads only a run makes included (what a GPU start makes), or a framework root of
+    its package does (judged by a GPU-free step too)."""
+    return module in modelled or any(
+        module in (r.framework or "").lower() for r in plan.broken_roots
+    )
 
 
 def _trial_verdict(label: str, before: Judged, after: Judged) -> tuple[str, str | None]:
@@ -144,6 +156,7 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
             disagreements=(),
             error=run.error,
             sandbox=run.sandbox,
+            gpu=run.before.gpu or None,
         )
         note = f"the trial could not make the change in the shadow: {run.error}"
         return replace(plan, trial=trial, safe=False, notes=(*plan.notes, note))
@@ -160,6 +173,8 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
             model = "not modelled"
         elif module is not None:
             model = "breaks" if module in modelled else "loads"
+        elif (started := gpu_start_module(label)) is not None:
+            model = "breaks" if _gpu_start_breaks(plan, started, modelled) else "loads"
         else:
             model = "breaks" if _framework_breaks(plan, label) else "loads"
         if model == "loads" and verdict == "failed before":
@@ -196,5 +211,6 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
         roots=tuple(rows),
         disagreements=tuple(r.disagreement for r in rows if r.disagreement),
         sandbox=run.sandbox,
+        gpu=after.gpu or run.before.gpu or None,
     )
     return replace(plan, trial=trial, safe=plan.safe and not breaks)
