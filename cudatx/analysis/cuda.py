@@ -26,7 +26,7 @@ from cudatx.cache import remembered
 from cudatx.discover.dists import applicable_requirements
 from cudatx.discover.torch_version import read_torch_cuda
 from cudatx.environment import Environment
-from cudatx.models import CondaRecord, Distribution, ElfInfo, Frozen, Status
+from cudatx.models import CondaRecord, Distribution, ElfInfo, Evidence, Frozen, Status
 from cudatx.paths import is_library_name
 
 if TYPE_CHECKING:
@@ -457,6 +457,35 @@ def torch_cuda(env: Environment) -> str | None:
 # -- mixed majors ---------------------------------------------------------------------------
 
 
+def _bound(env: Environment, package: str) -> frozenset[str]:
+    """The files (keys) torch's own objects bind to, directly or through what those load,
+    and those objects: every resolution but a preload's followed from the torch package.
+
+    torch's preload takes the first file its glob finds (`libcublas.so.*[0-9]` in
+    nvidia/cublas/lib before nvidia/cu13/lib: torch/__init__.py, _get_cuda_dep_paths) and
+    opens it RTLD_LOCAL, which binds torch to nothing by itself. Where a library of torch's
+    needs its soname, glibc reuses the loaded file (elf/dl-load.c, _dl_map_object's name
+    match): that resolution, needed by the library, is followed. A CUDA 12 cuBLAS that a
+    CUDA 13 torch preloads beside TensorFlow's wheels, and what it needs, are dead weight in
+    the process, not a mix of majors."""
+    edges: dict[str, set[str]] = {}
+    for load in env.loads:
+        if not env.keys(load.root).startswith(package):
+            continue
+        for r in load.resolutions:
+            if r.status is not Status.RESOLVED or r.path is None or r.evidence is Evidence.PRELOAD:
+                continue
+            edges.setdefault(env.keys(r.needed_by), set()).add(env.keys(r.path))
+    todo = [k for k in edges if k.startswith(package)]
+    reached = set(todo)
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in reached:
+                reached.add(nxt)
+                todo.append(nxt)
+    return frozenset(reached)
+
+
 def mixed_majors(env: Environment) -> tuple[Mixed, ...]:
     """Files that torch's imports resolve and that were built for another CUDA major."""
     ctx = _context(env)
@@ -469,13 +498,19 @@ def mixed_majors(env: Environment) -> tuple[Mixed, ...]:
     seen: set[tuple[str, str]] = set()
     classified: dict[str, Classified | None] = {}
     out = []
+    bound = _bound(env, package)
     for load in env.loads:
         if not env.keys(load.root).startswith(package):
             continue
         for resolution in load.resolutions:
             if resolution.status is not Status.RESOLVED or resolution.path is None:
                 continue
+            # a need of an object torch binds, met by a file torch binds (not a preload's)
             key = env.keys(resolution.path)
+            if key not in bound or env.keys(resolution.needed_by) not in bound:
+                continue
+            if resolution.evidence is Evidence.PRELOAD:
+                continue
             if (resolution.name, key) in seen:
                 continue
             seen.add((resolution.name, key))

@@ -18,7 +18,7 @@ import pytest
 
 from tests.support import uv_bin
 from tests.support.cli import cudatx
-from tests.support.torch_env import copy_env, download_wheels, torch_env
+from tests.support.torch_env import copy_env, download_wheels, torch_env, torch_with
 
 pytestmark = pytest.mark.slow
 
@@ -158,3 +158,38 @@ def test_the_trap_step_by_step(trapped: Path, cudnn_cu12_wheel: Path) -> None:
     code, report = _doctor(trapped)
     assert code == 0, report["problems"]
     assert _import_torch(trapped).stdout.strip() == "13.0"
+
+
+def test_a_cuda_12_library_torch_preloads_is_a_mix_only_where_its_libraries_bind_it(
+    tmp_path: Path,
+) -> None:
+    """TensorFlow's CUDA 12 wheels beside a CUDA 13 torch: torch's preload globs
+    nvidia/<lib>/lib before nvidia/cu13/lib (torch/__init__.py, _get_cuda_dep_paths) and
+    opens CUDA 12 cuBLAS and cuSPARSE. No library of torch's needs libcublas.so.12: dead
+    weight, no finding. libtorch_cuda.so needs libcusparse.so.12, and glibc reuses the
+    loaded CUDA 12 file: a mix, named with the library that binds it. The judge is the real
+    `import torch`'s /proc/self/maps."""
+    names = ["nvidia-cublas-cu12", "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12"]
+    env = torch_with(download_wheels(names, tmp_path / "wheels"), tmp_path)
+    maps = subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import torch; print(open('/proc/self/maps').read())"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert maps.returncode == 0, maps.stderr
+    mapped = {
+        line.split()[-1].rpartition("site-packages/")[2]
+        for line in maps.stdout.splitlines()
+        if "/nvidia/" in line
+    }
+    assert "nvidia/cublas/lib/libcublas.so.12" in mapped  # preloaded, bound by nothing
+    assert "nvidia/cusparse/lib/libcusparse.so.12" in mapped  # torch's need, met by CUDA 12
+    assert "nvidia/cu13/lib/libcusparse.so.12" not in mapped
+
+    _, report = _doctor(env)
+    mixed = [p for p in report["problems"] if p["code"] == "mixed-cuda-major"]
+    assert any("resolves libcusparse.so.12 to a CUDA 12 build" in p["what"] for p in mixed)
+    assert not any("libcublas" in json.dumps(p) for p in mixed), [p["what"] for p in mixed]
+    why = _cudatx("why", "libcusparse.so.12", "--python", str(env)).stdout
+    assert "needed by  torch/lib/libtorch_cuda.so" in why  # the binding the maps show
