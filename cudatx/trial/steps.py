@@ -86,6 +86,8 @@ GPU_START = "'s GPU start ("
 
 _TORCH_GPU = """\
 import torch
+if torch.version.cuda is None:
+    raise SystemExit(0)  # a CPU or ROCm build has no CUDA start to judge
 torch.cuda.init()
 x = torch.ones(8, 8, device='cuda')
 (x @ x).sum().item()
@@ -99,6 +101,8 @@ _TF_GPU = """\
 import os
 os.environ.setdefault('TF_FORCE_GPU_ALLOW_GROWTH', 'true')
 import tensorflow as tf
+if not tf.test.is_built_with_cuda():
+    raise SystemExit(0)  # a CPU build has no GPU start to judge
 if not tf.config.list_physical_devices('GPU'):
     raise SystemExit('Cannot dlopen some GPU libraries: tensorflow lists no GPU')
 """
