@@ -147,3 +147,22 @@ def test_companions_are_packages_another_of_the_wheel_imports_and_peers_are_not(
     found = companions(str(tmp_path), list(files))
     assert [(Path(c.package).name, Path(c.importer).name) for c in found] == [("nvfuser", "torch")]
     assert found[0].at == ((str(tmp_path / "torch/_prims_common/__init__.py"), 2),)
+
+
+def test_a_companion_named_after_another_import_is_found_and_a_quoted_one_is_not(
+    tmp_path: Path,
+) -> None:
+    """`import os, nvfuser` names it second on the line; a docstring's example line that
+    looks like an import is text, not an import (ast decides)."""
+    files = {
+        "torch/__init__.py": '"""Use it like this:\n\n    from helper import x\n"""\n',
+        "torch/fuse.py": "def f():\n    import os, nvfuser\n",
+        "nvfuser/__init__.py": "",
+        "helper/__init__.py": "",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    found = companions(str(tmp_path), list(files))
+    assert [(Path(c.package).name, Path(c.importer).name) for c in found] == [("nvfuser", "torch")]
+    assert found[0].at == ((str(tmp_path / "torch/fuse.py"), 2),)
