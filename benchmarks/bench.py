@@ -271,6 +271,22 @@ def torch_bench(base: Path, work: Path, rounds: int) -> tuple[int, Measured]:
             "--python",
             str(twins),
         ],
+        "cudatx remove six --dry-run --json (warm, cu12 over)": [
+            *cudatx,
+            *("remove", "six", "--dry-run", "--json", "--python", str(twins)),
+        ],
+        "cudatx remove six --dry-run --json (cold, cu12 over)": [
+            *cudatx,
+            *("remove", "six", "--dry-run", "--json", "--no-cache", "--python", str(twins)),
+        ],
+        "cudatx doctor (warm, cu12 over)": [*cudatx, "doctor", "--python", str(twins)],
+        "cudatx doctor (cold, cu12 over)": [
+            *cudatx,
+            "doctor",
+            "--no-cache",
+            "--python",
+            str(twins),
+        ],
         "pip --python ENV check (cu12 over)": [py, "-m", "pip", "--python", str(twins), "check"],
         "uv pip list --python ENV": [uv_bin(), "pip", "list", "--python", str(env_path)],
         f"ldd over every ELF ({len(elfs)})": ["ldd", *elfs],
@@ -353,7 +369,20 @@ def report(torch: tuple[int, Measured] | None, scale: Measured | None) -> str:
             f"{'met' if ver <= 0.3 else 'NOT met'}",
             f"target  peak memory of a cold plan < 250 MB:        {peak:.0f} MB  "
             f"{'met' if peak < 250 else 'NOT met'}",
+            "",
         ]
+        # Issue 36's goals, on the contaminated environment users bring to cudatx.
+        for key, goal in (
+            ("cudatx remove six --dry-run --json (warm, cu12 over)", 0.25),
+            ("cudatx remove six --dry-run --json (cold, cu12 over)", 0.6),
+            ("cudatx doctor (warm, cu12 over)", 0.3),
+            ("cudatx doctor (cold, cu12 over)", 1.0),
+        ):
+            got = median[key] / twins
+            lines.append(
+                f"goal    {key.removeprefix('cudatx ')} <= {goal}x pip check: {got:.2f}x  "
+                f"{'met' if got <= goal else 'NOT met'}"
+            )
     if scale is not None:
         peaks, median = scale.peaks, scale.medians()
         lines += [
