@@ -118,16 +118,7 @@ def gpu_present(python: str, environ: Mapping[str, str], timeout: float) -> tupl
     environment (its LD_LIBRARY_PATH); and what that is, in words: the GPU start steps run
     only where it does, and the trial says which."""
     try:
-        done = subprocess.run(
-            [python, "-B", "-c", GPU_PROBE],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            check=False,
-            stdin=subprocess.DEVNULL,
-            env=dict(environ),
-            timeout=timeout,
-        )
+        done = _spawn((python, "-B", "-c", GPU_PROBE), environ, None, timeout)
     except subprocess.TimeoutExpired:
         return False, f"no GPU (the driver did not answer within {timeout:g} s)"
     except OSError as exc:
@@ -169,19 +160,26 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def _spawn(
+    argv: Sequence[str], environ: Mapping[str, str], cwd: str | None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """One check's process: no stdin, its output captured as text (bad bytes replaced)."""
+    return subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        errors="replace",
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env=dict(environ),
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
 def _run(check: Check, environ: Mapping[str, str], cwd: str | None) -> Outcome:
     try:
-        done = subprocess.run(
-            list(check.argv),
-            capture_output=True,
-            text=True,
-            errors="replace",
-            check=False,
-            stdin=subprocess.DEVNULL,
-            env=dict(environ),
-            cwd=cwd,
-            timeout=check.timeout,
-        )
+        done = _spawn(check.argv, environ, cwd, check.timeout)
     except subprocess.TimeoutExpired:
         return Outcome(False, f"did not finish within {check.timeout:g} s")
     except OSError as exc:
