@@ -111,16 +111,19 @@ def framework_word(label: str) -> str | None:
 
 def _framework_breaks(plan: Plan, label: str) -> bool:
     word = framework_word(label)
-    return word is not None and any(word in (r.framework or "").lower() for r in plan.broken_roots)
+    return word is not None and _framework_root_breaks(plan, word)
+
+
+def _framework_root_breaks(plan: Plan, word: str) -> bool:
+    """Whether a broken root of the plan is a framework's whose label holds `word`."""
+    return any(word in (r.framework or "").lower() for r in plan.broken_roots)
 
 
 def _gpu_start_breaks(plan: Plan, module: str, modelled: dict[str, bool]) -> bool:
     """The model's verdict on a GPU start: its package breaks by any reason the model has,
     the loads only a run makes included (what a GPU start makes), or a framework root of
     its package does (judged by a GPU-free step too)."""
-    return module in modelled or any(
-        module in (r.framework or "").lower() for r in plan.broken_roots
-    )
+    return module in modelled or _framework_root_breaks(plan, module)
 
 
 def _trial_verdict(label: str, before: Judged, after: Judged) -> tuple[str, str | None]:
