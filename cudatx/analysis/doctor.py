@@ -241,6 +241,8 @@ def _framework_notes(env: Environment) -> list[str]:
     for state in frameworks.states(env):
         if state.module:
             continue  # one line per lazily imported module (CuPy's) would drown the rest
+        if state.primary and state.unavailable:
+            continue  # a feature not installed: unavailable_notes says so, once
         word = "loads" if state.works else f"does not load ({state.failing})"
         by_label[state.label].append(f"{word} {state.context}")
     for label, said in by_label.items():

@@ -88,12 +88,35 @@ def _says(r: Resolution | None) -> str | None:
 
 
 def unavailable(env: Environment, load: LoadResult) -> bool:
-    """A root of a framework whose modules are imported lazily, when first used (CuPy's
-    library modules), that does not load: a feature the user does not have (doctor says so
-    in a note), not an import that fails. A plan still counts one that loaded before and
-    does not after (`changes`)."""
+    """A root that does not load and is a feature the user does not have (doctor says so in
+    a note), not an import that fails: a module of a framework whose modules are imported
+    lazily, when first used (CuPy's library modules); or a feature the framework does
+    without, none of whose libraries is installed here (TF's GPU check in a plain
+    `tensorflow` install: `FrameworkLoads.optional_feature`). A plan still counts one that
+    loaded before and does not after (`changes`)."""
     run = run_of(env, load)
-    return run is not None and run.loads.optional_roots and not load.ok
+    if run is None or load.ok:
+        return False
+    if run.loads.optional_roots:
+        return True
+    return run.loads.optional_feature and not any(_installed(env, r) for r in _opens(env, load))
+
+
+def _opens(env: Environment, load: LoadResult) -> list[Resolution]:
+    """The names the root itself opens at run time (its framework's loads, not what they
+    DT_NEED in turn)."""
+    key = env.keys(load.root)
+    return [
+        r
+        for r in load.resolutions
+        if r.evidence is Evidence.DLOPEN and env.keys(r.needed_by) == key
+    ]
+
+
+def _installed(env: Environment, r: Resolution) -> bool:
+    """Whether a run-time open finds its library, or something here installs one of that
+    name (found or not: a wheel in the wrong folder is an install that went wrong)."""
+    return r.status in _MET or bool(env.owners.listing(os.path.basename(r.cause or r.name)))
 
 
 def read_notes(env: Environment) -> list[str]:
@@ -139,8 +162,21 @@ def unavailable_notes(env: Environment) -> list[str]:
             why = f"does not load {primary.context} ({primary.failing})"
         if elsewhere:
             why += f"; it loads {', '.join(elsewhere)}"
-        out.setdefault(f"{primary.label} (imported when first used): {why}")
+        if primary.module:
+            out.setdefault(f"{primary.label} (imported when first used): {why}")
+        else:
+            out.setdefault(f"{primary.label}: {_absent(load)}")
     return list(out)
+
+
+def _absent(load: LoadResult) -> str:
+    """ "none of the libraries it opens is installed here (libcudart.so.12, ...)"."""
+    names = list(dict.fromkeys(r.name for r in load.resolutions if r.evidence is Evidence.DLOPEN))
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    return (
+        f"none of the libraries it opens is installed here ({shown}): a feature this "
+        "environment does not have, not a broken install"
+    )
 
 
 def states(env: Environment) -> tuple[ContextState, ...]:

@@ -33,8 +33,14 @@ def verdict(plan: Plan) -> str:
     if plan.safe:
         return "Safe: nothing that loads now would stop loading."
     parts = []
-    if plan.broken_roots:
-        parts.append(counted(len(plan.broken_roots), "import") + " would fail")
+    imports = sum(r.framework is None for r in plan.broken_roots)
+    if imports:
+        parts.append(counted(imports, "import") + " would fail")
+    contexts = sum(c.breaks for c in plan.contexts)
+    # A framework's own load (TF's GPU check, JAX's plugin) is no import: said as the
+    # framework context it breaks, or, where no context says it, as a framework load.
+    if len(plan.broken_roots) > imports and not contexts:
+        parts.append(counted(len(plan.broken_roots) - imports, "framework load") + " would fail")
     if plan.broken:
         parts.append(counted(len({b.soname for b in plan.broken}), "library") + " would not load")
     if plan.mixed:
@@ -47,10 +53,8 @@ def verdict(plan: Plan) -> str:
         parts.append(f"{stay} would lose files their RECORD lists")
     if plan.requirements_broken:
         parts.append(counted(len(plan.requirements_broken), "requirement") + " would be unmet")
-    if any(c.breaks for c in plan.contexts):
-        parts.append(
-            counted(sum(c.breaks for c in plan.contexts), "framework context") + " would break"
-        )
+    if contexts:
+        parts.append(counted(contexts, "framework context") + " would break")
     if plan.strict and plan.at_risk:
         parts.append(counted(len({b.soname for b in plan.at_risk}), "run-time load") + " may fail")
     if plan.trial is not None and plan.trial.breaks:

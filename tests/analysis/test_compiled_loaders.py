@@ -70,6 +70,9 @@ def test_a_removal_the_check_fails_after_is_unsafe(whole: Path, tmp_path: Path, 
     said = "tfake's GPU check (TSL's DSO loader; where it fails it logs"
     assert said in text and f"would fail: {soname} not found" in text, text
     assert "runs on the CPU" in text
+    # `import tfake` still works: the verdict names the framework context, not an import.
+    assert "framework context would break" in text.splitlines()[0], text
+    assert "import would fail" not in text.splitlines()[0], text
     copy = _copy(whole, tmp_path / "copy")
     uv_uninstall(copy, [wheel])
     done = gpu_check(copy)
@@ -123,3 +126,33 @@ def test_the_trial_calls_the_compiled_check(whole: Path) -> None:
     _, plan = _json("remove", "nvidia-curand-fake", *how)
     step = _step(plan)
     assert (step["model"], step["trial"], step["disagreement"]) == ("loads", "loads", None)
+
+
+def _only(root: Path, wheels: list[str]) -> Path:
+    """tfake with only `wheels` of its CUDA libraries installed (no extra)."""
+    built = build(root, ALL)
+    venv = make_venv(root / "venv")
+    uv_install(venv, [w for w in built if w.name.split("-")[0].replace("_", "-") in wheels])
+    return venv
+
+
+def test_a_plain_install_without_the_cuda_wheels_is_healthy(tmp_path: Path) -> None:
+    """`pip install tensorflow` with no CUDA wheel: the check fails (TF would log "Cannot
+    dlopen some GPU libraries" and run on the CPU), as it does for every CPU user of the
+    GPU-capable wheel. A feature not installed: a note, never an error."""
+    venv = _only(tmp_path, ["tfake"])
+    assert gpu_check(venv).returncode == 1
+    rc, report = _json("doctor", "--python", venv)
+    assert rc == 0 and report["errors"] == 0 and report["warnings"] == 0, report["problems"]
+    notes = [n for n in report["notes"] if "GPU check" in n]  # type: ignore[union-attr]
+    assert len(notes) == 1 and "none of the libraries it opens is installed here" in notes[0]
+
+
+def test_a_partial_install_is_broken(tmp_path: Path) -> None:
+    """Some of the check's libraries installed and not all: the user set the GPU up and the
+    check fails on the rest, which doctor names."""
+    venv = _only(tmp_path, ["tfake", "nvidia-cuda-runtime-fake", "nvidia-cudnn-fake"])
+    assert gpu_check(venv).returncode == 1
+    rc, report = _json("doctor", "--python", venv)
+    assert rc == 1 and report["errors"] > 0, report["problems"]
+    assert "libcublas.so.12" in json.dumps(report["problems"])

@@ -107,6 +107,12 @@ class FrameworkLoads(Frozen, kw_only=False):
     # Its roots are modules imported lazily, when first used (CuPy's library modules): one
     # that does not load is a feature not had, said as a note, never an import that fails.
     optional_roots: bool = False
+    # Its roots are a feature the framework tries and does without when none of their
+    # libraries is installed (TSL's GPU check: TF logs "Cannot dlopen some GPU libraries" and
+    # runs on the CPU, as every `pip install tensorflow` without the CUDA wheels does). A
+    # root of which no library is installed here is that feature not installed (a note); one
+    # that finds some of them and not all is a broken install (cudatx.analysis.frameworks).
+    optional_feature: bool = False
     read: bool = True  # False: the reader could not read this release (origin says why)
 
 
@@ -204,6 +210,7 @@ def framework_loads_from_json(data: Any) -> FrameworkLoads:
         if by_soname is None
         else {str(k): tuple(hand_load_from_json(x) for x in v) for k, v in by_soname.items()},
         optional_roots=bool(data.get("optional_roots", False)),
+        optional_feature=bool(data.get("optional_feature", False)),
     )
 
 
@@ -231,6 +238,7 @@ def framework_loads_to_json(loads: FrameworkLoads) -> dict[str, Any]:
             for c in loads.contexts
         ],
         "optional_roots": loads.optional_roots,
+        "optional_feature": loads.optional_feature,
     }
     if loads.by_soname is not None:
         out["by_soname"] = {

@@ -1,4 +1,4 @@
-"""Loaders compiled into a library: TSL's DSO loader, as TensorFlow builds it (2.16 on).
+"""Loaders compiled into a library: TSL's DSO loader, as TensorFlow builds it (2.12 on).
 
 TensorFlow's libraries DT_NEED no CUDA library. When TF starts its GPU devices
 (tensorflow/core/common_runtime/gpu/gpu_device.cc), it calls TSL's GPU check,
@@ -28,6 +28,13 @@ Found by what the build ships, never by a distribution's name:
   RUNPATH (tensorflow/tensorflow#63362).
 
 A cuda_config.h without a macro the check needs raises Shape: reported as not modelled.
+Every wheel from 2.12.1 to 2.21 exports the check under this name and ships cuda_config.h;
+2.11 and older export `stream_executor::internal::DsoLoader`'s and ship none (not read).
+
+The check is a feature TF does without (`FrameworkLoads.optional_feature`): a plain
+`pip install tensorflow` is the same GPU build with no CUDA wheel, and TF calls the check
+only where the driver reports a GPU (gpu_device.cc), so none of its libraries installed is
+a CPU install, not a broken one.
 """
 
 from __future__ import annotations
@@ -112,6 +119,7 @@ class TslReader:
             build_major=int(head) if head.isdigit() else None,
             origin="",
             contexts=contexts_from_json(data("tsl")["contexts"]),
+            optional_feature=True,
         )
 
 
