@@ -78,6 +78,11 @@ class FileView:
         """The `PyInit_*` names the file exports (cudatx.discover.sitewalk's question)."""
         return self.probe(path).inits
 
+    def machine(self, path: str) -> int | None:
+        """The ELF header's e_machine; None for a file that is no ELF object."""
+        info = self.probe(path).info
+        return None if info is None else info.machine
+
     def needed(self, path: str) -> tuple[str, ...]:
         """The file's DT_NEEDED names; () for what is no ELF object."""
         info = self.probe(path).info

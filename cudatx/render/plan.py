@@ -321,8 +321,9 @@ def trial_lines(trial: Trial) -> list[str]:
 
 
 def gpu_lines(gpu: str | None) -> list[str]:
-    """Whether the frameworks' GPU starts ran (cudatx.trial.steps.GPU_STEPS), as the probe
-    found the machine: said either way, since a trial without them judged no GPU start."""
+    """Whether the frameworks' GPU starts ran (their readers' GPU start steps,
+    cudatx.trial.steps), as the probe found the machine: said either way, since a trial
+    without them judged no GPU start."""
     if gpu is None:
         return []
     if gpu.startswith("no GPU"):

@@ -9,8 +9,7 @@ from cudatx.analysis.doctor import DoctorTrial, TrialFailure
 from cudatx.analysis.ownership import hollow
 from cudatx.environment import Environment
 from cudatx.trial.run import TrialOptions, run_trial
-from cudatx.trial.steps import gpu_start_module
-from cudatx.trial.verdict import framework_word, top_of
+from cudatx.trial.verdict import top_of
 
 
 def _known(env: Environment) -> tuple[set[str], set[str], set[str]]:
@@ -43,8 +42,10 @@ def judge_as_is(env: Environment, options: TrialOptions) -> DoctorTrial:
         if module is not None:
             known = module in tops or any(d in hollowed for d in owners)
         else:
-            # a GPU start step names its package's module; a GPU-free step, its framework
-            word = gpu_start_module(label) or framework_word(label)
+            # a framework's step (a GPU start's is its package's module): known where the
+            # model says that module's import or that framework's roots fail now
+            step = ran.before.steps.get(label)
+            word = step.framework if step is not None else None
             known = word is not None and (word in tops or any(word in f for f in frameworks))
         failing.append(TrialFailure(check=label, dists=owners, error=outcome.error, known=known))
     return DoctorTrial(

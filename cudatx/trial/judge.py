@@ -18,20 +18,31 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from cudatx.models import Distribution
 from cudatx.names import counted
-from cudatx.trial.steps import GPU_PROBE, GPU_STEPS, STEPS, compiled_steps
+from cudatx.trial.steps import GPU_PROBE, framework_steps
 
-IMPORT_TIMEOUT = 120.0  # seconds for one import: torch's takes 3 to 10 on a loaded machine
+# seconds for one import: a large framework's takes 3 to 10 on a loaded machine
+IMPORT_TIMEOUT = 120.0
 COMMAND_TIMEOUT = 1800.0  # a user's own check may run a test suite
+
+
+class Stepped(NamedTuple):
+    """Whose a framework's step is (cudatx.discover.frameworks.FrameworkStep): what the
+    verdict pairs its outcome with."""
+
+    framework: str
+    gpu: bool  # a GPU start
 
 
 @dataclass(frozen=True)
 class Check:
-    label: str  # "import torch", "--trial-cmd 'pytest -x'", a step's label
+    label: str  # "import numpy", "--trial-cmd 'pytest -x'", a step's label
     argv: tuple[str, ...]
     timeout: float
+    step: Stepped | None = None  # a framework's step: whose
 
 
 @dataclass(frozen=True)
@@ -94,8 +105,8 @@ def import_checks(
 def step_checks(
     python: str, sites: Sequence[str], timeout: float = IMPORT_TIMEOUT, *, gpu: bool = False
 ) -> list[Check]:
-    """The framework steps (cudatx.trial.steps) whose module is installed in `sites`; with
-    `gpu` (the probe found a device), the GPU start steps too."""
+    """The frameworks' steps (cudatx.trial.steps) whose module is installed in `sites`;
+    with `gpu` (the probe found a device), the GPU start steps too."""
 
     def installed(needs: str) -> bool:
         for site in sites:
@@ -108,9 +119,13 @@ def step_checks(
                 return True
         return False
 
-    steps = [*(s for s in STEPS if installed(s.needs)), *compiled_steps(sites)]
-    steps += [s for s in GPU_STEPS if gpu and installed(s.needs)]
-    return [Check(step.label, (python, "-B", "-c", step.code), timeout) for step in steps]
+    steps = [s for s in framework_steps(sites) if (gpu or not s.gpu) and installed(s.needs)]
+    return [
+        Check(
+            step.label, (python, "-B", "-c", step.code), timeout, Stepped(step.framework, step.gpu)
+        )
+        for step in steps
+    ]
 
 
 def gpu_present(python: str, environ: Mapping[str, str], timeout: float) -> tuple[bool, str]:
@@ -141,7 +156,7 @@ def judge_environ(
     VIRTUAL_ENV, no bytecode written, and nothing that would make the interpreter import
     from elsewhere (PYTHONPATH, PYTHONHOME, the user's site folder). PYTHONPYCACHEPREFIX
     goes too: it moves where bytecode is read from, and an import that finds none there
-    compiles every module from source (torch's import took twice as long)."""
+    compiles every module from source (a large framework's import took twice as long)."""
     env = dict(os.environ if base is None else base)
     hidden = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONPYCACHEPREFIX")
     for name in hidden:

@@ -22,7 +22,7 @@ from cudatx.errors import CudatxError, ExitCode
 from cudatx.models import PythonTarget, SandboxUsed
 from cudatx.planning.change import Change, uv_steps
 from cudatx.sandbox import Confinement, probe
-from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome
+from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome, Stepped
 from cudatx.trial.shadow import METHODS, Shadow, shadow
 from cudatx.trial.told import TrialStep, heard
 from cudatx.trust import refuse_root_running_code
@@ -37,12 +37,14 @@ class TrialFailed(CudatxError):
 
 @dataclass(frozen=True)
 class Judged:
-    """One judgement of the shadow: outcomes by check, and who installs each module."""
+    """One judgement of the shadow: outcomes by check, who installs each module, and whose
+    each framework step is."""
 
     outcomes: dict[str, Outcome]
     owners: dict[str, tuple[str, ...]]
     seconds: float
     gpu: str = ""  # what the GPU probe found (cudatx.trial.judge.gpu_present), in words
+    steps: dict[str, Stepped] = field(default_factory=dict)  # by label
 
 
 @dataclass(frozen=True)
@@ -89,13 +91,15 @@ def _judged(data: dict[str, object]) -> Judged:
     outcomes = data["outcomes"]
     owners = data["owners"]
     seconds = data["seconds"]
-    assert isinstance(outcomes, dict) and isinstance(owners, dict)
+    steps = data.get("steps", {})
+    assert isinstance(outcomes, dict) and isinstance(owners, dict) and isinstance(steps, dict)
     assert isinstance(seconds, float | int)
     return Judged(
         {label: Outcome(bool(o["ok"]), str(o["error"])) for label, o in outcomes.items()},
         {name: tuple(who) for name, who in owners.items()},
         float(seconds),
         str(data.get("gpu", "")),
+        {label: Stepped(str(framework), bool(gpu)) for label, (framework, gpu) in steps.items()},
     )
 
 

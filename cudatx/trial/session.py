@@ -66,6 +66,8 @@ def _judged_here(spec: dict[str, Any], cwd: str) -> dict[str, Any]:
         "seconds": time.monotonic() - start,
         "owners": owners,
         "outcomes": {label: asdict(o) for label, o in outcomes.items()},
+        # whose each framework step is (cudatx.trial.judge.Stepped), for the verdict
+        "steps": {c.label: list(c.step) for c in checks if c.step is not None},
         "gpu": said,
     }
 

@@ -15,15 +15,10 @@ from dataclasses import replace
 from cudatx.discover.imports import imports_of
 from cudatx.models import Evidence
 from cudatx.planning.models import Plan, Trial, TrialCheck
+from cudatx.trial.judge import Stepped
 from cudatx.trial.run import Judged, TrialRun
-from cudatx.trial.steps import gpu_start_module
 
 _RUN_TIME = (Evidence.DLOPEN, Evidence.DLOPEN_STRING, Evidence.OBSERVED)
-
-# The framework whose run-time roots a step exercises, as its label starts and as the
-# plan's BrokenRoot.framework names it (cudatx.analysis.frameworks).
-_STEP_FRAMEWORKS = (("JAX", "jax"), ("onnxruntime", "onnxruntime"), ("CuPy", "cupy"))
-_COMPILED = "'s GPU check (TSL's DSO loader in "
 
 
 def top_of(path: str, sites: tuple[str, ...]) -> str | None:
@@ -40,9 +35,10 @@ def model_breaks(
 ) -> dict[str, bool]:
     """Top-level module -> whether every reason the model has for its break is a load only a
     run makes (True) or not (False); modules the model says stay whole are absent. A
-    framework's root that a step of the trial judges (`stepped`: the steps' framework
-    words) is that step's break, not its package's import's: `import tensorflow` never runs
-    TF's GPU check, the step does."""
+    framework's root that a step of the trial judges (`stepped`: the GPU-free steps'
+    frameworks, cudatx.trial.judge.Stepped) is that step's break, not its package's
+    import's: a package's import never runs a GPU check compiled into its library (TSL's),
+    the step does."""
     out: dict[str, bool] = {}
 
     def add(top: str | None, run_time: bool) -> None:
@@ -78,8 +74,8 @@ def through_imports(
     breaks: dict[str, bool], modules: list[str], sites: tuple[str, ...]
 ) -> dict[str, bool]:
     """The model's breaks, carried along what each module imports as it is imported (read
-    from its source, cudatx.discover.imports): functorch imports torch at module level, so
-    where torch's import breaks, functorch's does too."""
+    from its source, cudatx.discover.imports): a package that imports another at module
+    level breaks where the other's import breaks."""
     out = dict(breaks)
     imports = {}
     for module in modules:
@@ -98,22 +94,6 @@ def through_imports(
     return out
 
 
-def framework_word(label: str) -> str | None:
-    """The word a framework step's label shares with the loader's framework labels (a
-    compiled loader's step, cudatx.trial.steps.compiled_steps, starts with its framework's
-    own name: "tensorflow's GPU check (TSL's ...")."""
-    if gpu_start_module(label) is not None:  # judged by its module (compare), not a framework
-        return None
-    if _COMPILED in label:
-        return label.partition("'s ")[0].lower()
-    return next((word for prefix, word in _STEP_FRAMEWORKS if label.startswith(prefix)), None)
-
-
-def _framework_breaks(plan: Plan, label: str) -> bool:
-    word = framework_word(label)
-    return word is not None and _framework_root_breaks(plan, word)
-
-
 def _framework_root_breaks(plan: Plan, word: str) -> bool:
     """Whether a broken root of the plan is a framework's whose label holds `word`."""
     return any(word in (r.framework or "").lower() for r in plan.broken_roots)
@@ -124,6 +104,16 @@ def _gpu_start_breaks(plan: Plan, module: str, modelled: dict[str, bool]) -> boo
     the loads only a run makes included (what a GPU start makes), or a framework root of
     its package does (judged by a GPU-free step too)."""
     return module in modelled or _framework_root_breaks(plan, module)
+
+
+def _step_breaks(plan: Plan, step: Stepped | None, modelled: dict[str, bool]) -> bool:
+    """The model's verdict on a framework's step: a GPU start's by its package
+    (_gpu_start_breaks), any other's by its framework's roots."""
+    if step is None:
+        return False
+    if step.gpu:
+        return _gpu_start_breaks(plan, step.framework, modelled)
+    return _framework_root_breaks(plan, step.framework)
 
 
 def _trial_verdict(label: str, before: Judged, after: Judged) -> tuple[str, str | None]:
@@ -166,7 +156,8 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
     owners = {**run.before.owners, **after.owners}
     labels = dict.fromkeys([*run.before.outcomes, *after.outcomes])
     modules = [x.removeprefix("import ") for x in labels if x.startswith("import ")]
-    stepped = frozenset(w for label in labels if (w := framework_word(label)) is not None)
+    steps = {**run.before.steps, **after.steps}
+    stepped = frozenset(s.framework for s in steps.values() if not s.gpu)
     modelled = through_imports(model_breaks(plan, sites, stepped), modules, sites)
     rows: list[TrialCheck] = []
     for label in labels:
@@ -176,10 +167,8 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
             model = "not modelled"
         elif module is not None:
             model = "breaks" if module in modelled else "loads"
-        elif (started := gpu_start_module(label)) is not None:
-            model = "breaks" if _gpu_start_breaks(plan, started, modelled) else "loads"
         else:
-            model = "breaks" if _framework_breaks(plan, label) else "loads"
+            model = "breaks" if _step_breaks(plan, steps.get(label), modelled) else "loads"
         if model == "loads" and verdict == "failed before":
             # The model judges the change: "no break from it", which is not "it loads" of a
             # check that failed before the change (doctor's finding, the plan's preexisting).

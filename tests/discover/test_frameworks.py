@@ -10,13 +10,28 @@ its source by hand; these tests hold the readers to it.
 from __future__ import annotations
 
 import shutil
+import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from cudatx.discover.frameworks import find_installed, read_installed, readers
+from cudatx.discover.frameworks import (
+    FrameworkStep,
+    SiteFiles,
+    find_installed,
+    read_installed,
+    readers,
+)
 from cudatx.discover.frameworks.model import FrameworkLoads, HandLoad, Installed, Open
+from cudatx.discover.frameworks.source import Shape
 from cudatx.loader.fileview import FileView
+from cudatx.planning.models import BrokenRoot, Plan
+from cudatx.trial.judge import Stepped
+from cudatx.trial.run import Judged, TrialRun, _judged
+from cudatx.trial.session import _judged_here
+from cudatx.trial.shadow import Shadow
+from cudatx.trial.verdict import compare
 from tests.support.cbuild import compile_lib
 from tests.support.paths import DATA
 from tests.support.tsl_world import SYMBOL
@@ -447,3 +462,101 @@ def test_a_config_without_a_version_the_check_needs_is_not_modelled(tmp_path: Pa
     config.write_text(config.read_text().replace("TF_CUSOLVER_VERSION", "TF_OTHER_VERSION"))
     _, loads = _read(site, "tsl")
     assert not loads.read and "TF_CUSOLVER_VERSION" in loads.origin
+
+
+# -- a framework added by one module: its trial step ----------------------------------------
+
+
+class _ToyReader:
+    """A framework whose own code loads a library before use: its reader declares that load
+    as a trial step, as cudatx/discover/frameworks/NAME.py would."""
+
+    name = "toyfw"
+    markers: tuple[str, ...] = ()
+
+    def __init__(self, site: Path) -> None:
+        self.site = site
+
+    def find(self, site: str, marker: str, owner: str, files: SiteFiles) -> Installed | None:
+        return None
+
+    def read(self, found: Installed, texts: dict[str, str]) -> FrameworkLoads:
+        raise Shape("a toy")
+
+    def steps(self, sites: Sequence[str], files: SiteFiles) -> Iterator[FrameworkStep]:
+        code = f"import sys; sys.path.insert(0, {str(self.site)!r}); import toyfw; toyfw.load()"
+        yield FrameworkStep("toyfw's own load step", "toyfw", code, "toyfw")
+
+
+_TOY_STEP = "toyfw's own load step"
+
+
+def _toy_judged(site: Path, cwd: Path) -> Judged:
+    """The trial's judgement of a site folder, as its session makes it in the shadow."""
+    spec = {
+        "prefix": str(cwd),
+        "ld_library_path": None,
+        "python": sys.executable,
+        "timeout": 60.0,
+        "sites": [str(site)],
+        "commands": [],
+        "jobs": 1,
+    }
+    return _judged(_judged_here(spec, str(cwd)))
+
+
+def _toy_plan(*broken_roots: BrokenRoot) -> Plan:
+    return Plan(
+        prefix="/env",
+        safe=True,
+        remove=(),
+        reinstall=(),
+        broken=(),
+        broken_roots=broken_roots,
+        rebound=(),
+        requirements_broken=(),
+        requirements_checked=True,
+        left_hollow=(),
+        preexisting=(),
+        repair=None,
+        notes=(),
+    )
+
+
+def test_a_readers_trial_step_is_run_by_the_trial_and_paired_by_its_framework(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site-packages"
+    (site / "toyfw").mkdir(parents=True)
+    package = site / "toyfw" / "__init__.py"
+    package.write_text("def load():\n    pass\n")
+    monkeypatch.setitem(readers(), "toyfw", _ToyReader(site))
+    before = _toy_judged(site, tmp_path)
+    assert before.outcomes[_TOY_STEP].ok, before.outcomes[_TOY_STEP]
+    assert before.steps[_TOY_STEP] == Stepped("toyfw", False)
+    package.write_text(
+        "def load():\n    raise OSError('libtoy.so.1: cannot open shared object file')\n"
+    )
+    after = _toy_judged(site, tmp_path)
+    assert after.outcomes[_TOY_STEP].error == "OSError: libtoy.so.1: cannot open shared object file"
+
+    shade = Shadow("copy", str(tmp_path), str(tmp_path), str(tmp_path), 0.0, 0)
+    run = TrialRun(shade, before, after, 0.0, None)
+    # The model saw the framework's root break: the step's break is the one it expected.
+    root = BrokenRoot(
+        root=str(site / "toyfw" / "libtoyfw.so"),
+        dist="toyfw",
+        first_missing="libtoy.so.1",
+        framework="toyfw's loader",
+        context="alone",
+    )
+    judged = compare(_toy_plan(root), run, (str(site),)).trial
+    assert judged is not None
+    (row,) = [r for r in judged.roots if r.check == _TOY_STEP]
+    assert (row.model, row.trial, row.disagreement) == ("breaks", "breaks", None)
+    # A model that saw nothing break missed it.
+    judged = compare(_toy_plan(), run, (str(site),)).trial
+    assert judged is not None
+    (row,) = [r for r in judged.roots if r.check == _TOY_STEP]
+    assert (row.model, row.trial) == ("loads", "breaks")
+    assert row.disagreement is not None and row.disagreement.startswith("the model missed")

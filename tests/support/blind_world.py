@@ -29,7 +29,8 @@ _lib = ctypes.CDLL(os.path.join(os.path.dirname(_here), "hiddenlib", _name))
 
 
 # An onnxruntime whose import loads nothing and whose preload_dlls() loads hiddenlib's
-# library by a computed name: only the framework's load step (cudatx.trial.steps) sees it.
+# library by a computed name: only the framework's load step (its reader's trial step,
+# cudatx.trial.steps) sees it.
 ORT_INIT = b"""\
 import ctypes
 import os

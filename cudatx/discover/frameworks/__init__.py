@@ -14,6 +14,11 @@ A reader has two questions to answer, both from files and never by a distributio
   source of a shape it does not know raises `Shape`, and the framework is then reported as
   not modelled (doctor and plans say so) rather than guessed at.
 
+A reader also declares the framework's trial steps (`steps`: cudatx.trial runs them in a
+shadow of the environment): what the framework does with the NVIDIA libraries before it asks
+the driver for a device, and its real GPU start where it has one. Each step carries the
+framework it belongs to, which the trial's verdict pairs with the model's own breaks.
+
 What a reader read is kept in the scan cache, keyed by the state of the files it read.
 """
 
@@ -25,8 +30,8 @@ import importlib
 import json
 import os
 import pkgutil
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,6 +67,31 @@ class SiteFiles(Protocol):
 
     def needed(self, path: str) -> tuple[str, ...]: ...
 
+    def machine(self, path: str) -> int | None:
+        """The ELF header's e_machine (62: x86-64); None for a file that is no ELF object."""
+        ...
+
+
+@dataclass(frozen=True)
+class FrameworkStep:
+    """One of a framework's own steps, run by the trial's judge (cudatx.trial.judge) in a
+    fresh interpreter of the environment (`python -B -c`), before and after the change; it
+    runs only where the module it starts from is installed (`needs`), and a step that fails
+    both before and after the change is no break of the change."""
+
+    label: str  # as the plan names the check
+    # what must be installed for the step to run: a module's path under a site folder,
+    # without its suffix (a package folder, a .py file or an extension module)
+    needs: str
+    code: str  # Python source, run with `python -B -c`
+    # The framework the step belongs to, as a word its load roots' framework labels hold
+    # (BrokenRoot.framework, lowercased), which is its top-level module: the verdict judges
+    # the step by the model's breaks of that framework's roots (and, for a GPU start, of
+    # that module's import).
+    framework: str
+    # run only where the trial's GPU probe found a device: the framework's real GPU start
+    gpu: bool = False
+
 
 class FrameworkReader(Protocol):
     """One framework's reader (a module of this package)."""
@@ -76,6 +106,12 @@ class FrameworkReader(Protocol):
 
     def read(self, found: Installed, texts: dict[str, str]) -> FrameworkLoads:
         """What it loads by hand, from the texts of `found.sources`; raises Shape."""
+        ...
+
+    def steps(self, sites: Sequence[str], files: SiteFiles) -> Iterable[FrameworkStep]:
+        """Its trial steps for an environment of these site folders (a step found in the
+        environment's files, as a compiled loader's is, included); the trial runs those whose
+        `needs` is installed."""
         ...
 
 
@@ -95,6 +131,13 @@ def readers() -> dict[str, FrameworkReader]:
             if module.name not in ("model", "source"):
                 importlib.import_module(f"{__name__}.{module.name}")
     return _READERS
+
+
+def trial_steps(sites: Sequence[str], files: SiteFiles) -> tuple[FrameworkStep, ...]:
+    """Every reader's trial steps, in the order of the registry: those that need no GPU
+    first, then the GPU starts."""
+    steps = [step for reader in readers().values() for step in reader.steps(sites, files)]
+    return (*(s for s in steps if not s.gpu), *(s for s in steps if s.gpu))
 
 
 @functools.cache

@@ -37,8 +37,9 @@ from __future__ import annotations
 import ast
 import json
 import os
+from collections.abc import Iterator, Sequence
 
-from cudatx.discover.frameworks import SiteFiles, data, exists, register, text
+from cudatx.discover.frameworks import FrameworkStep, SiteFiles, data, exists, register, text
 from cudatx.discover.frameworks.model import (
     FrameworkLoads,
     HandLoad,
@@ -62,6 +63,17 @@ def _uses_pathfinder(source: str) -> bool:
     cuda-pathfinder before importing the module that links it."""
     getattr_fn = functions(ast.parse(source)).get("__getattr__")
     return getattr_fn is not None and "load_nvidia_dynamic_lib" in ast.unparse(getattr_fn)
+
+
+# The trial's steps (cudatx.trial): CuPy's library modules, loaded through its own loader;
+# and, where the trial's probe found a device, CuPy's GPU start.
+_LOAD = "import cupy_backends.cuda.libs.{name}"
+
+_GPU_START = """\
+import cupy
+x = cupy.ones((8, 8))
+(x @ x).sum().item()
+"""
 
 
 class CupyReader:
@@ -130,6 +142,18 @@ class CupyReader:
             contexts=contexts,
             by_soname=table,
             optional_roots=True,
+        )
+
+    def steps(self, sites: Sequence[str], files: SiteFiles) -> Iterator[FrameworkStep]:
+        for name in ("cublas", "cusolver", "cusparse", "curand", "cufft", "nvrtc"):
+            yield FrameworkStep(
+                f"CuPy's {name} module",
+                f"cupy_backends/cuda/libs/{name}",
+                _LOAD.format(name=name),
+                "cupy",
+            )
+        yield FrameworkStep(
+            "cupy's GPU start (a product on device 0)", "cupy", _GPU_START, "cupy", gpu=True
         )
 
 

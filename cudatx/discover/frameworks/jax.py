@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Iterator, Sequence
 
-from cudatx.discover.frameworks import SiteFiles, data, exists, register, text
+from cudatx.discover.frameworks import FrameworkStep, SiteFiles, data, exists, register, text
 from cudatx.discover.frameworks.model import (
     FrameworkLoads,
     HandLoad,
@@ -67,6 +68,28 @@ def _registers_cuda(tree: ast.Module) -> bool:
         ):
             return True
     return False
+
+
+# The trial's steps (cudatx.trial): the plugin taken up to its loading of the NVIDIA
+# libraries (its `initialize()` then checks versions against a device it cannot find without
+# a GPU); and, where the trial's probe found a device, JAX's GPU start. JAX takes most of a
+# GPU's memory at start unless told not to; the GPU starts run beside each other.
+_LOAD = """\
+import importlib
+m = importlib.import_module('jax_plugins.{name}')
+load = getattr(m, '_load_nvidia_libraries', None)
+if load is not None:
+    load()
+"""
+
+_GPU_START = """\
+import os
+os.environ.setdefault('XLA_PYTHON_CLIENT_PREALLOCATE', 'false')
+import jax, jax.numpy as jnp
+jax.devices('gpu')
+x = jax.device_put(jnp.ones((8, 8)), jax.devices('gpu')[0])
+(x @ x).block_until_ready()
+"""
 
 
 class JaxReader:
@@ -142,6 +165,22 @@ class JaxReader:
             build_major=major,
             origin="",
             contexts=contexts_from_json(data("jax")["contexts"]),
+        )
+
+    def steps(self, sites: Sequence[str], files: SiteFiles) -> Iterator[FrameworkStep]:
+        for major in (12, 13):
+            yield FrameworkStep(
+                f"JAX's CUDA {major} plugin loads its NVIDIA libraries",
+                f"jax_plugins/xla_cuda{major}",
+                _LOAD.format(name=f"xla_cuda{major}"),
+                "jax",
+            )
+        yield FrameworkStep(
+            "jax's GPU start (its GPU devices, a product on one)",
+            "jax_plugins",
+            _GPU_START,
+            "jax",
+            gpu=True,
         )
 
 

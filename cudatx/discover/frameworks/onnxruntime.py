@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Iterator, Sequence
 
-from cudatx.discover.frameworks import SiteFiles, data, exists, register
+from cudatx.discover.frameworks import FrameworkStep, SiteFiles, data, exists, register
 from cudatx.discover.frameworks.model import (
     FrameworkLoads,
     HandLoad,
@@ -38,6 +39,21 @@ from cudatx.discover.frameworks.model import (
 from cudatx.discover.frameworks.source import Eval, Shape, functions, module_string
 
 _BUILD_INFO = "onnxruntime/capi/build_and_package_info.py"
+
+
+# The trial's step (cudatx.trial): `preload_dlls()` where it exists, then the CUDA provider
+# loaded as the provider bridge loads it. No GPU start: onnxruntime's needs a model to run.
+_LOAD = """\
+import ctypes, os, onnxruntime
+preload = getattr(onnxruntime, 'preload_dlls', None)
+if preload is not None:
+    preload()
+capi = os.path.join(os.path.dirname(onnxruntime.__file__), 'capi')
+provider = os.path.join(capi, 'libonnxruntime_providers_cuda.so')
+if os.path.exists(provider):
+    ctypes.CDLL(os.path.join(capi, 'libonnxruntime_providers_shared.so'), mode=ctypes.RTLD_GLOBAL)
+    ctypes.CDLL(provider)
+"""
 
 
 class OnnxruntimeReader:
@@ -85,6 +101,11 @@ class OnnxruntimeReader:
             build_major=major,
             origin="",
             contexts=contexts_from_json(contexts["preload_dlls"]),
+        )
+
+    def steps(self, sites: Sequence[str], files: SiteFiles) -> Iterator[FrameworkStep]:
+        yield FrameworkStep(
+            "onnxruntime's preload_dlls() and CUDA provider", "onnxruntime", _LOAD, "onnxruntime"
         )
 
 

@@ -43,8 +43,9 @@ import ast
 import glob as globbing
 import os
 import re
+from collections.abc import Iterator, Sequence
 
-from cudatx.discover.frameworks import SiteFiles, data, exists, register
+from cudatx.discover.frameworks import FrameworkStep, SiteFiles, data, exists, register
 from cudatx.discover.frameworks.model import (
     FrameworkLoads,
     Installed,
@@ -63,6 +64,34 @@ WHAT = (
     "GPU check (TSL's DSO loader; where it fails it logs \"Cannot dlopen some GPU "
     'libraries" and runs on the CPU)'
 )
+
+
+# The trial's steps (cudatx.trial): the check itself, called with ctypes in the library
+# `find` finds in the environment judged. It returns an absl::Status: non-trivially
+# copyable, so returned through a hidden pointer, the first argument on x86-64 (System V
+# ABI); one word, 1 for OK (an inlined code), else a pointer to the failure (0: an older
+# tsl::Status's null state, OK too).
+_CHECK = """\
+import ctypes, sys
+lib = ctypes.CDLL({path!r})
+status = ctypes.create_string_buffer(64)
+getattr(lib, {symbol!r})(status)
+if int.from_bytes(status.raw[:8], sys.byteorder) > 1:
+    raise SystemExit('Cannot dlopen some GPU libraries: ' + {what!r})
+"""
+_X86_64 = 62  # e_machine EM_X86_64: the ABI the call above assumes
+
+# TensorFlow's GPU start, where the trial's probe found a device. TensorFlow takes most of a
+# GPU's memory at start unless told not to; the GPU starts run beside each other.
+_GPU_START = """\
+import os
+os.environ.setdefault('TF_FORCE_GPU_ALLOW_GROWTH', 'true')
+import tensorflow as tf
+if not tf.test.is_built_with_cuda():
+    raise SystemExit(0)  # a CPU build has no GPU start to judge
+if not tf.config.list_physical_devices('GPU'):
+    raise SystemExit('Cannot dlopen some GPU libraries: tensorflow lists no GPU')
+"""
 
 
 def _exporters(site: str, package: str, files: SiteFiles) -> list[str]:
@@ -120,6 +149,33 @@ class TslReader:
             origin="",
             contexts=contexts_from_json(data("tsl")["contexts"]),
             optional_feature=True,
+        )
+
+    def steps(self, sites: Sequence[str], files: SiteFiles) -> Iterator[FrameworkStep]:
+        """One step per loader compiled into a library installed in `sites` (found as `find`
+        finds it, in the environment judged), then TensorFlow's GPU start."""
+        for site in sites:
+            for marker in self.markers:
+                for found_at in sorted(files.glob(os.path.join(globbing.escape(site), marker))):
+                    found = self.find(site, found_at, "", files)
+                    if found is None:
+                        continue
+                    path = os.path.join(site, found.loader)
+                    if files.machine(path) != _X86_64:
+                        continue
+                    what = f"TSL's GPU check in {found.loader} failed; it would run on the CPU"
+                    yield FrameworkStep(
+                        f"{found.name}'s GPU check (TSL's DSO loader in {found.loader})",
+                        found.loader,
+                        _CHECK.format(path=path, symbol=str(data("tsl")["exports"]), what=what),
+                        found.name.lower(),
+                    )
+        yield FrameworkStep(
+            "tensorflow's GPU start (its GPU device list)",
+            "tensorflow",
+            _GPU_START,
+            "tensorflow",
+            gpu=True,
         )
 
 
