@@ -414,7 +414,7 @@ def test_applicable_requirements_skip_what_cannot_apply() -> None:
         version="1",
         metadata_dir="/nowhere/x-1.dist-info",
         site="/nowhere",
-        kind="dist-info",
+        owner="dist-info",
         records=(),
         requires=(
             "a>=1",
