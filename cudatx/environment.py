@@ -14,7 +14,7 @@ from typing import Any
 from cudatx.discover.frameworks.model import FrameworkLoads, Installed
 from cudatx.discover.handloads import HandLoaded, Unread
 from cudatx.discover.imports import Companion
-from cudatx.discover.syspkgs import SystemPackages
+from cudatx.discover.owners import SystemPackages
 from cudatx.discover.traces import Trace
 from cudatx.elf.system import SystemLoader
 from cudatx.loader.fileview import FileView
@@ -77,7 +77,7 @@ class Environment(Frozen, kw_only=False):
     base: LoadResult  # the interpreter's own start-up
     loads: tuple[LoadResult, ...]  # one per root, each from a fresh interpreter
     contexts: tuple[PackageContext, ...]  # packages that load libraries by hand (torch)
-    installed_state: tuple[str, ...] = ()  # discover.dists.installed_state, before the scan
+    installed_state: tuple[str, ...] = ()  # discover.owners.installed_state, before the scan
     # Frameworks' run-time roots (cudatx.loader.roots.FrameworkRun): each is replayed in
     # every context of its framework; the primary context's load is in `loads`, the others
     # here (they are compared by a plan and reported by doctor apart: cudatx.analysis.frameworks).

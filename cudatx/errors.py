@@ -124,10 +124,11 @@ class NothingToRollBack(CudatxError):
     exit_code = ExitCode.NOTHING_TO_ROLL_BACK
 
 
-class CondaOwned(CudatxError):
-    """The change would uninstall or replace a package conda installed: cudatx applies
-    changes through uv only, and never changes what conda installed (its records would no
-    longer say what is there). The message names the conda command a user would run."""
+class ForeignOwned(CudatxError):
+    """The change would uninstall or replace a package an owner cudatx does not change
+    installed (conda's; cudatx.discover.owners): cudatx applies changes through uv only, and
+    never changes what conda installed (its records would no longer say what is there). The
+    message names the command a user would run (conda's)."""
 
     exit_code = ExitCode.CONDA_OWNED
 

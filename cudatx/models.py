@@ -215,20 +215,20 @@ class RecordEntry(NamedTuple):
     size: int | None = None
 
 
-class CondaRecord(Frozen):
-    """What a conda environment's `conda-meta/*.json` record says beyond its files."""
+class PackageRecord(Frozen):
+    """What an owner's own record of a package says beyond its files (cudatx.discover.owners:
+    a conda environment's `conda-meta/*.json` record)."""
 
-    name: str  # conda's name for the package (`cudnn`, `libcublas`, `pytorch`)
+    name: str  # the owner's name for the package (conda's `cudnn`, `libcublas`, `pytorch`)
     build: str  # the build string (`h93bb076_0`, `py3.11_cuda12.1_cudnn8.9.2_0`)
     channel: str | None = None
-    depends: tuple[str, ...] = ()  # conda match specs (`cuda-version >=12,<13.0a0`)
-
-
-CONDA_PREFIX = "conda:"  # the names of conda records: `conda:cudnn`, never a PEP 503 name
+    depends: tuple[str, ...] = ()  # its owner's specs (conda's `cuda-version >=12,<13.0a0`)
 
 
 class Distribution(Frozen):
-    name: str  # canonical (PEP 503); a conda record's: "conda:" and conda's own name
+    # canonical (PEP 503); a record of an owner with a prefix: the prefix and the owner's
+    # own name (`conda:cudnn`)
+    name: str
     display_name: str
     version: str
     # absolute path of the .dist-info or .egg-info folder (a conda record: its .json file)
@@ -236,30 +236,31 @@ class Distribution(Frozen):
     # the sys.path entry the metadata folder lives in; for a conda record, the prefix its
     # paths are relative to
     site: str
-    kind: str  # "dist-info", "egg-info" or "conda"
+    # the key of the owner that lists its files (cudatx.discover.owners.owner_of): "dist-info",
+    # "egg-info" or "conda"
+    owner: str
     records: tuple[RecordEntry, ...]
     requires: tuple[str, ...]
     installer: str | None = None
     direct_url: str | None = None  # raw JSON text of direct_url.json
-    conda: CondaRecord | None = None  # for kind "conda"
-
-    @property
-    def listing_name(self) -> str:
-        """What lists its files, in words: "RECORD", or "conda-meta record"."""
-        return "conda-meta record" if self.conda is not None else "RECORD"
+    package: PackageRecord | None = None  # its owner's own record (a conda record's)
 
 
 class SystemPackage(Frozen):
     """A package of the system's package manager (dpkg, rpm) that owns a file."""
 
-    manager: str  # "dpkg" or "rpm"
+    manager: str  # its owner's key (cudatx.discover.owners): "dpkg" or "rpm"
     name: str
     version: str
     architecture: str | None = None
 
     def __str__(self) -> str:
-        kind = "Debian package" if self.manager == "dpkg" else "rpm package"
-        return f"{kind} {self.name} {self.version}"
+        return f"{PACKAGES_OF.get(self.manager, self.manager)} {self.name} {self.version}"
+
+
+# Owner key -> its packages in words ("Debian package"), as each owner registers
+# (cudatx.discover.owners.register): the models sit below the owners and name none.
+PACKAGES_OF: dict[str, str] = {}
 
 
 class VersionNeed(Frozen):

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING
 from cudatx.analysis.cuda import file_classifier, torch_cuda
 from cudatx.cache import file_key, memo, open_cache, settled
 from cudatx.discover.catalog import Catalog, load_catalog
-from cudatx.discover.conda import conda_meta, read_conda_records
-from cudatx.discover.dists import installed_extras, installed_state, scan_distributions
+from cudatx.discover.dists import installed_extras
 from cudatx.discover.frameworks import find_installed, read_installed
 from cudatx.discover.frameworks.model import FrameworkLoads, Installed, Open, RuntimeRoot
 from cudatx.discover.handloads import (
@@ -33,9 +32,9 @@ from cudatx.discover.handloads import (
     read_hand_loads,
 )
 from cudatx.discover.imports import Companion, companions, imports_of
+from cudatx.discover.owners import SystemPackages, installed_state, owner_of, read_records
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import flat_libraries, search_folders, walk
-from cudatx.discover.syspkgs import SystemPackages
 from cudatx.discover.target import Query, start_query
 from cudatx.discover.traces import read_traces
 from cudatx.elf.system import probe_system
@@ -97,11 +96,9 @@ def scan(
     system = probe_system(executable)
     tell("reading distributions", 0, 1)
     # first: a change during the scan counts
-    state = installed_state(target.site_packages, conda_meta(target.prefix))
-    distributions, findings = scan_distributions(target.sys_path, cache)
-    # A conda environment's own records own files beside the RECORDs (cudatx.discover.conda).
-    conda, unread = read_conda_records(target.prefix, cache)
-    distributions, findings = (*distributions, *conda), findings + unread
+    state = installed_state(target)
+    # Every owner's records, RECORDs and a conda environment's own (cudatx.discover.owners).
+    distributions, findings, folders = read_records(target, cache)
     # Staleness is decided here, on the files as they are: a simulated change replays the
     # records that were fresh before it.
     traces, unread_traces = read_traces(target.prefix, strict=False)
@@ -116,9 +113,9 @@ def scan(
             findings.append(Finding(kind="not ELF", path=path, message=found.reason or ""))
     # Their .rodata names are read beside the replay, by a child (cudatx.elf.prefetch).
     view.prefetch_strings([p for p in paths if view.probe(p).seen is Seen.ELF])
-    if conda:
+    for folder in folders:  # an owner's libraries beyond the site folders (a conda lib/)
         # Read when the loader or a report asks: a conda lib/ holds hundreds of libraries.
-        for name, listed in flat_libraries(os.path.join(target.prefix, "lib")).items():
+        for name, listed in flat_libraries(folder).items():
             known = libraries.setdefault(name, [])
             known += [p for p in listed if p not in known]
     keys = PathKeys()
@@ -222,7 +219,7 @@ def _hand_loads(
     loads: list[HandLoaded] = []
     unread: list[tuple[str, Unread]] = []
     for dist in distributions:
-        if dist.name in own or dist.kind == "conda":
+        if dist.name in own or not owner_of(dist).python:
             continue
         try:
             state: os.stat_result | None = os.stat(os.path.join(dist.metadata_dir, "RECORD"))
@@ -587,7 +584,7 @@ def _companions(
     for dist in env.distributions:
         rows = [e.path for e in dist.records if "/" in e.path and not e.path.startswith("../")]
         tops = {r.split("/", 1)[0] for r in rows}
-        if dist.kind == "conda" or len(tops) < 2:
+        if not owner_of(dist).python or len(tops) < 2:
             continue
         if not any(os.path.join(dist.site, t) in holding for t in tops):
             continue

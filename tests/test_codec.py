@@ -33,12 +33,12 @@ from cudatx.discover.dists import scan_distributions
 from cudatx.elf.reader import read_elf
 from cudatx.models import (
     Attempt,
-    CondaRecord,
     Distribution,
     ElfInfo,
     Frozen,
     How,
     Outcome,
+    PackageRecord,
     PythonTarget,
     RecordEntry,
     Resolution,
@@ -70,10 +70,10 @@ DIST = Distribution(
     version="1.0",
     metadata_dir="/p/conda-meta/cuda-1.0-0.json",
     site="/p",
-    kind="conda",
+    owner="conda",
     records=(RecordEntry("lib/a.so", "sha256", "abc", 3), RecordEntry("lib/b")),
     requires=("x>=1; python_version > '3'",),
-    conda=CondaRecord(name="cuda", build="h_0", depends=("y >=2",)),
+    package=PackageRecord(name="cuda", build="h_0", depends=("y >=2",)),
 )
 RESOLUTION = Resolution(
     name="libfoo.so.1",

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from cudatx.analysis import cuda, frameworks, observed, optional, ownership
-from cudatx.analysis.commands import conda_command, cudatx_command, reinstall_command
+from cudatx.analysis.commands import cudatx_command, owner_commands, reinstall_command
 from cudatx.analysis.problems import (
     Problem,
     Severity,
@@ -194,10 +194,10 @@ class _Causes:
         )
         fix: str | None = cudatx_command(self.env, "remove", *names, "--repair")
         removes = names
-        conda = conda_owned(self.env, (*dists, *others))
-        if conda:
+        foreign = foreign_owned(self.env, (*dists, *others))
+        if foreign:
             # uv can neither remove nor reinstall what conda installed: conda must act.
-            why += f"; {conda}"
+            why += f"; {foreign}"
             fix, removes = None, ()
         else:
             why += ": --repair reinstalls it"
@@ -547,19 +547,19 @@ class _Causes:
             )
 
 
-def conda_owned(env: Environment, dists: Iterable[Distribution]) -> str:
-    """For the conda packages among `dists`, a clause saying cudatx leaves them to conda
-    and the command that restores their own files; "" when there are none."""
+def foreign_owned(env: Environment, dists: Iterable[Distribution]) -> str:
+    """For the packages among `dists` of an owner cudatx does not change (conda's), a clause
+    saying cudatx leaves them to it and the command that restores their own files; "" when
+    there are none."""
     records = {}
     for dist in dists:
-        record = ownership.conda_record_of(env, dist)
+        record = ownership.foreign_record(env, dist)
         if record is not None:
             records[record.name] = record
-    if not records:
-        return ""
-    return (
-        f"cudatx never changes conda's packages ({', '.join(records)}): conda restores "
-        f"their own files with {conda_command(env, 'install', *records.values(), exact=True)}"
+    return "; ".join(
+        f"cudatx never changes {owner.name}'s packages ({', '.join(r.name for r in listed)}): "
+        f"{owner.name} restores their own files with {command}"
+        for owner, listed, command in owner_commands(env, "install", records.values(), exact=True)
     )
 
 

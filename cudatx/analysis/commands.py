@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
-from cudatx.analysis.ownership import conda_record_of
+from cudatx.analysis.ownership import foreign_record
 from cudatx.discover.dists import reinstall_spec
+from cudatx.discover.owners import Owner, grouped
 from cudatx.environment import Environment
 from cudatx.models import Distribution
 from cudatx.uv import UvFailed, find_uv
@@ -46,22 +47,17 @@ def _breaking(env: Environment) -> list[str]:
     return ["--break-system-packages"] if externally_managed(env.target) else []
 
 
-def conda_command(env: Environment, verb: str, *records: Distribution, exact: bool = False) -> str:
-    """`conda VERB -p PREFIX NAME...` for conda records (`exact`: the installed builds, as
-    NAME=VERSION=BUILD, reinstalled): what a user runs where cudatx will not act (mamba
-    takes the same words)."""
-    specs = []
-    for record in records:
-        assert record.conda is not None
-        specs.append(
-            f"{record.conda.name}={record.version}={record.conda.build}"
-            if exact
-            else record.conda.name
-        )
-    words = ["conda", verb, "-p", env.target.prefix]
-    if verb == "install" and exact:
-        words.append("--force-reinstall")
-    return shlex.join([*words, *specs])
+def owner_commands(
+    env: Environment, verb: str, records: Iterable[Distribution], *, exact: bool = False
+) -> list[tuple[Owner, list[Distribution], str]]:
+    """For records of owners cudatx does not change (cudatx.analysis.ownership.foreign_record),
+    by owner: the owner, its records, and the command a user runs to VERB them where cudatx
+    will not act (`exact`: their installed builds, reinstalled)."""
+    prefix = env.target.prefix
+    return [
+        (owner, listed, owner.command(prefix, verb, listed, exact=exact))
+        for owner, listed in grouped(records).items()
+    ]
 
 
 def uv_word() -> str:
@@ -82,14 +78,15 @@ def reinstall_command(env: Environment, dist: Distribution) -> str:
 
 def reinstall_commands(env: Environment, dists: Sequence[Distribution]) -> list[str]:
     """Restore the distributions' own bytes, each with the installer that put it there:
-    one command per installer (uv, pip, conda), every distribution of that installer in it."""
-    conda: dict[str, Distribution] = {}
+    one command per installer (uv, pip, an owner's such as conda), every distribution of that
+    installer in it."""
+    foreign: dict[str, Distribution] = {}
     by_uv: list[Distribution] = []
     by_pip: list[Distribution] = []
     for dist in dists:
-        record = conda_record_of(env, dist)  # a conda package: conda restores it
+        record = foreign_record(env, dist)  # another owner's package: that owner restores it
         if record is not None:
-            conda.setdefault(record.name, record)
+            foreign.setdefault(record.name, record)
         elif (dist.installer or "").lower() == "uv":
             by_uv.append(dist)
         else:
@@ -107,6 +104,5 @@ def reinstall_commands(env: Environment, dists: Sequence[Distribution]) -> list[
         words = [python, "-m", "pip", "install", "--force-reinstall", "--no-deps"]
         words += _breaking(env)
         out.append(shlex.join([*words, *map(reinstall_spec, by_pip)]))
-    if conda:
-        out.append(conda_command(env, "install", *conda.values(), exact=True))
+    out += [c for _, _, c in owner_commands(env, "install", foreign.values(), exact=True)]
     return out

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 from cudatx.analysis.ownership import Ownership
 from cudatx.cache import remembered
 from cudatx.discover.dists import applicable_requirements
+from cudatx.discover.owners import owner_of
 from cudatx.discover.torch_version import read_torch_cuda
 from cudatx.environment import Environment
-from cudatx.models import CondaRecord, Distribution, ElfInfo, Evidence, Frozen, Status
+from cudatx.models import Distribution, ElfInfo, Evidence, Frozen, Status
 from cudatx.paths import is_library_name
 
 if TYPE_CHECKING:
@@ -84,7 +85,6 @@ class _Rules(Frozen, kw_only=False):
     suffix: re.Pattern[str]
     tracking: re.Pattern[str]  # group 1: stem, group 2: major
     tracking_distributions: frozenset[str]
-    conda_tracking: frozenset[str]
 
 
 @functools.cache
@@ -98,7 +98,6 @@ def _rules() -> _Rules:
         suffix=re.compile(data["suffix"]),
         tracking=re.compile(rf"^({stems})\.so\.([0-9]+)(?:\.[0-9]+)*$"),
         tracking_distributions=frozenset(data["tracking_distributions"]),
-        conda_tracking=frozenset(data["conda_tracking"]),
     )
 
 
@@ -283,8 +282,8 @@ def _dist_metadata(ctx: _Context, dist: Distribution) -> tuple[int, str] | None:
                 f"{run.framework.name} is built for CUDA "
                 f"{run.loads.build_major} ({run.origin.split(' (')[0]})",
             )
-    if decided is None and dist.conda is not None:
-        decided = _conda_major(dist.conda, dist.version)
+    if decided is None:
+        decided = owner_of(dist).cuda_major(dist)  # what its own record says (a conda record's)
     if decided is None and dist.name in _rules().tracking_distributions:
         major = _leading_int(dist.version)
         if major is not None:
@@ -317,58 +316,6 @@ def _requirement_majors(ctx: _Context, dist: Distribution) -> list[tuple[int, st
         read=lambda rows: [(int(major), str(shown)) for major, shown in rows],
         write=lambda found: found,
     )
-
-
-_CONDA_BUILD = re.compile(r"(?:^|[^a-z])cuda([0-9]+)")
-
-
-def _conda_major(record: CondaRecord, version: str) -> tuple[int, str] | None:
-    """Rule (f) for a conda record: its depends on `cuda-version` (how conda-forge and
-    NVIDIA's channel tie a package to a CUDA release), its build string (`cuda12*`,
-    `py3.11_cuda12.1_cudnn8.9.2_0`, conda-forge's `cuda120py311h...`), or its own version
-    where it tracks CUDA (`cuda-cudart` 12.4.127, `cuda-version` 12.4)."""
-    found: list[tuple[int | None, str] | None] = []
-    for spec in record.depends:
-        name, _, constraint = spec.strip().partition(" ")
-        if name == "cuda-version":
-            found.append((_conda_pinned(constraint), f"conda's {record.name} depends on {spec}"))
-    match = _CONDA_BUILD.search(record.build)
-    if match:
-        digits = match.group(1)  # `cuda120`: 12.0; `cuda12`: 12; `cuda118`: 11.8
-        built = int(digits[:2]) if len(digits) >= 3 else int(digits)
-        found.append((built, f"conda's {record.name} build {record.build}"))
-    decided = _agreeing(found)
-    if decided is None and record.name in _rules().conda_tracking:
-        major = _leading_int(version)
-        if major is not None:
-            decided = (major, f"conda's {record.name} {version} tracks the CUDA version")
-    return decided
-
-
-def _conda_pinned(constraint: str) -> int | None:
-    """The CUDA major a conda version constraint allows alone: `12.*`, `12.4`, `==12.4`,
-    `>=12,<13.0a0`, `>=12.4,<12.5` (conda's MatchSpec versions); None for any other."""
-    text = constraint.split(" ")[0]
-    if not text or "|" in text:
-        return None
-    lower: int | None = None
-    upper: int | None = None
-    exact: int | None = None
-    for part in text.split(","):
-        operator = re.match(r"[<>=!~]*", part).group(0)  # type: ignore[union-attr]
-        value = part[len(operator) :]
-        major = _leading_int(value)
-        if operator in ("", "=", "=="):
-            exact = major
-        elif operator in (">=", ">"):
-            lower = major
-        elif operator == "<" and major is not None:
-            # `<13`, `<13.0a0`: below 13.0 (13's pre-releases included, as conda reads a0)
-            bare = re.fullmatch(r"([0-9]+)(\.0)*(\.?a0|\.?dev0?)?", value) is not None
-            upper = major - 1 if bare else major
-    if exact is not None:
-        return exact
-    return lower if lower is not None and lower == upper else None
 
 
 def _leading_int(text: str) -> int | None:

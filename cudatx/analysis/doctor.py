@@ -14,7 +14,7 @@ import os
 from collections import defaultdict
 
 from cudatx.analysis import coverage, cuda, frameworks, observed, ownership
-from cudatx.analysis.broken import already_broken, conda_owned, damage, iter_fixes, torch_major
+from cudatx.analysis.broken import already_broken, damage, foreign_owned, iter_fixes, torch_major
 from cudatx.analysis.commands import cudatx_command, reinstall_command, reinstall_commands
 from cudatx.analysis.problems import (
     Problem,
@@ -103,8 +103,8 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
         dists = [d for d in (env.distribution(n) for n in names) if d is not None]
         keep = [d for d in dists if major is not None and _major(env, d) == major]
         fix = None
-        conda = conda_owned(env, dists)
-        if len(keep) == 1 and not conda:
+        foreign = foreign_owned(env, dists)
+        if len(keep) == 1 and not foreign:
             # Keep the build torch was made for: remove the other, and put its bytes back.
             others = [d.name for d in dists if d is not keep[0]]
             fix = cudatx_command(env, "remove", *others, "--repair")
@@ -123,7 +123,7 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
                 why=f"the bytes on disk are {', '.join(effective)}'s; uninstalling either "
                 "distribution deletes these paths and leaves the other installed but hollow"
                 + kind
-                + (f"; {conda}" if conda else ""),
+                + (f"; {foreign}" if foreign else ""),
                 fix=fix,
                 paths=tuple(sorted(c.path for c in paths)),
                 distributions=tuple(names),

@@ -5,10 +5,10 @@ on disk now: it returns new frozen values and changes nothing. Hashing is the ex
 part, so only co-owned files (a path listed by several RECORDs; there are few) are hashed;
 other RECORD entries are checked by existence and size.
 
-Owners are wheels' RECORDs and, in a conda environment, conda's records (kind "conda",
-cudatx.discover.conda), in one index; a file outside the environment that nothing there
-lists is owned, if by anything, by a system package (cudatx.discover.syspkgs), which is
-asked only for the files a report names.
+Owners are the databases of cudatx.discover.owners: wheels' RECORDs and, in a conda
+environment, conda's records, in one index; a file outside the environment that nothing
+there lists is owned, if by anything, by a system package (dpkg's, rpm's), which is asked
+only for the files a report names.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING
 from cudatx.cache import Stale, file_key, memo, memo_file, settled
 from cudatx.digest import digest_file, record_encode
 from cudatx.discover.confinement import inside
+from cudatx.discover.owners import owner_of
 from cudatx.environment import Environment
-from cudatx.models import CONDA_PREFIX, Distribution, Frozen, RecordEntry, SystemPackage
+from cudatx.models import Distribution, Frozen, RecordEntry, SystemPackage
 from cudatx.paths import is_library_name
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ __all__ = [
     "Hollow",
     "Ownership",
     "co_owned",
-    "conda_record_of",
+    "foreign_record",
     "hollow",
     "is_code",
     "is_code_file",
@@ -207,20 +208,9 @@ def same_bytes(env: Environment, a: str, b: str) -> bool:
 
 
 def _checked(dist: Distribution) -> Iterator[RecordEntry]:
-    """RECORD entries worth checking: with a hash, and not RECORD itself; every path of a
-    conda record (cudatx.discover.conda: what cannot be checked by bytes has no hash)."""
-    record = os.path.normpath(os.path.join(dist.metadata_dir, "RECORD"))
-    for entry in dist.records:
-        if dist.kind == "conda":
-            yield entry  # a conda record lists files and links only, each to be there
-            continue
-        if entry.hash_algorithm is None or entry.hash_digest is None:
-            continue
-        if entry.path.endswith("RECORD") and (
-            os.path.normpath(os.path.join(dist.site, entry.path)) == record
-        ):
-            continue
-        yield entry
+    """RECORD entries worth checking, as its owner says: with a hash, and not RECORD itself;
+    every path of a conda record (what cannot be checked by bytes has no hash)."""
+    return owner_of(dist).checked(dist)
 
 
 # -- co-owned paths and hollow distributions ------------------------------------------------
@@ -364,9 +354,9 @@ def _loses_code(view: FileView, dist: Distribution, cache: ScanCache | None) -> 
     def code() -> list[str]:
         return [os.path.join(dist.site, e.path) for e in _checked(dist) if is_code(e)]
 
-    record = os.path.join(dist.metadata_dir, "RECORD")
+    record = owner_of(dist).listing_file(dist)
     try:
-        st = os.stat(record) if cache is not None and dist.kind != "conda" else None
+        st = os.stat(record) if cache is not None and record is not None else None
     except OSError:
         st = None
     if st is None:
@@ -488,15 +478,17 @@ def system_package(env: Environment, path: str | None) -> SystemPackage | None:
     return env.system_packages.owner(key)
 
 
-def conda_record_of(env: Environment, dist: Distribution) -> Distribution | None:
-    """The conda record that installed `dist`: itself for a conda record; for a dist-info
-    or egg-info folder, the record listing its metadata file (a Python package conda
-    installed has one); None for what pip or uv installed."""
-    if dist.conda is not None:
+def foreign_record(env: Environment, dist: Distribution) -> Distribution | None:
+    """The record of an owner cudatx does not change (cudatx.discover.owners: conda's) that
+    installed `dist`: itself where its owner is one; for a dist-info or egg-info folder, such
+    a record listing its metadata file (a Python package conda installed has one); None for
+    what pip or uv installed."""
+    if not owner_of(dist).changeable:
         return dist
     for name in ("METADATA", "PKG-INFO"):
         key = env.keys(os.path.join(dist.metadata_dir, name))
         for owner in env.owners.get(key, ()):
-            if owner.startswith(CONDA_PREFIX):
-                return env.distribution(owner)
+            record = env.distribution(owner) if owner != dist.name else None
+            if record is not None and not owner_of(record).changeable:
+                return record
     return None

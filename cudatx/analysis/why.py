@@ -28,7 +28,9 @@ SCHEMA_VERSION = 1
 class Owner(Frozen):
     name: str
     version: str
-    kind: str = "dist-info"  # "dist-info", "egg-info" or "conda" (a conda-meta record)
+    # the key of its owner (cudatx.discover.owners): "dist-info", "egg-info" or "conda" (a
+    # conda-meta record)
+    kind: str = "dist-info"
 
 
 class Needer(Frozen):
@@ -114,7 +116,7 @@ def _owners(env: Environment, path: str | None) -> tuple[Owner, ...]:
 
 
 def _owner(dist: Distribution) -> Owner:
-    return Owner(name=dist.name, version=dist.version, kind=dist.kind)
+    return Owner(name=dist.name, version=dist.version, kind=dist.owner)
 
 
 def _first_mapping(env: Environment, reused: Resolution) -> Resolution | None:

@@ -21,6 +21,7 @@ import stat
 from collections.abc import Iterable
 
 from cudatx.discover.dists import record_rows
+from cudatx.discover.owners import owner_of
 from cudatx.models import Distribution, Frozen
 from cudatx.reading import MAX_RECORD, read_bounded
 from cudatx.trust import STORE_DIR as STORE_DIR  # named here too, for the readers of the store
@@ -84,7 +85,7 @@ def entry_inside(base: str, entry: str, real_prefix: str, memo: Folders | None =
 
 def listing(dist: Distribution) -> tuple[str, str]:
     """(the file that lists the distribution's paths, the folder its entries are relative to)."""
-    if dist.kind == "egg-info":
+    if dist.owner == "egg-info":
         return os.path.join(dist.metadata_dir, "installed-files.txt"), dist.metadata_dir
     return os.path.join(dist.metadata_dir, "RECORD"), dist.site
 
@@ -156,8 +157,8 @@ def escaping_metadata(dists: Iterable[Distribution], prefix: str) -> list[str]:
     real_prefix = os.path.realpath(prefix)
     found: list[str] = []
     for dist in dists:
-        if dist.kind == "conda":
-            continue
+        if not owner_of(dist).python:
+            continue  # no metadata folder of uv's (a conda record's .json)
         try:
             if not stat.S_ISLNK(os.lstat(dist.metadata_dir).st_mode):
                 continue
@@ -178,7 +179,7 @@ def listing_rows(dist: Distribution) -> list[list[str] | csv.Error] | None:
         text = read_bounded(path, MAX_RECORD, follow=False).decode("utf-8", "surrogateescape")
     except FileNotFoundError:
         return None
-    if dist.kind == "egg-info":
+    if dist.owner == "egg-info":
         return [[ln] for ln in text.splitlines() if ln.strip()]
     return [row for _, row in record_rows(text) if not isinstance(row, list) or row]
 

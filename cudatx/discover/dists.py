@@ -67,20 +67,13 @@ _MAX_SIZE_DIGITS = 20  # 2**64 has 20 digits
 _FOLD = re.compile(r"\r?\n(?=[ \t])|\r(?=[ \t])")
 
 
-def installed_state(sites: tuple[str, ...], conda_meta: str | None = None) -> tuple[str, ...]:
+def installed_state(sites: tuple[str, ...]) -> tuple[str, ...]:
     """What a change since a scan would alter: each site folder's identity and mtime (an
     install or uninstall adds or removes an entry there), and each metadata folder's RECORD
     (inode, size, mtime; not ctime: a hard link made to it elsewhere, as uv's cache makes
-    when a repair stages the same wheel, changes only that); in a conda environment, its
-    `conda-meta` folder the same way (conda adds or removes a record there). Compared under
-    the transaction's lock with the value the scan took first."""
+    when a repair stages the same wheel, changes only that). Compared under the
+    transaction's lock with the value the scan took first (cudatx.discover.owners)."""
     state = []
-    if conda_meta is not None:
-        try:
-            st = os.stat(conda_meta)
-            state.append(f"{conda_meta}: {st.st_dev}:{st.st_ino}:{st.st_mtime_ns}")
-        except OSError:
-            state.append(f"{conda_meta}: -")
     for site in sites:
         try:
             st = os.stat(site)
@@ -262,7 +255,7 @@ def _read_distribution(meta_dir: Path, site: str, findings: list[Finding]) -> Di
         version=version,
         metadata_dir=str(meta_dir),
         site=site,
-        kind="egg-info" if egg else "dist-info",
+        owner="egg-info" if egg else "dist-info",
         records=records,
         requires=requires,
         installer=installer.strip() if installer else None,

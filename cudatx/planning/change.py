@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import field, replace
 
-from cudatx.analysis.commands import conda_command
-from cudatx.analysis.ownership import conda_record_of
+from cudatx.analysis.ownership import foreign_record
 from cudatx.discover.confinement import escaping_metadata
 from cudatx.discover.dists import reinstall_spec
+from cudatx.discover.owners import grouped
 from cudatx.environment import Environment
-from cudatx.errors import CondaOwned, NotInEnvironment, UnsafePaths
+from cudatx.errors import ForeignOwned, NotInEnvironment, UnsafePaths
 from cudatx.models import Distribution, Frozen
 from cudatx.names import counted
 from cudatx.planning import building, sources
@@ -151,34 +151,36 @@ def _options(
     return replace(planning.options, stage=stage_reinstalls)
 
 
-def refuse_conda(env: Environment, leaving: Sequence[Distribution], arriving: str = "") -> None:
-    """Raise CondaOwned where uv would uninstall (or replace, `arriving` its new spec) what
-    conda installed: conda records, or Python packages whose metadata a conda record lists.
-    One line names them all and the one conda command that does it."""
+def refuse_foreign(env: Environment, leaving: Sequence[Distribution], arriving: str = "") -> None:
+    """Raise ForeignOwned where uv would uninstall (or replace, `arriving` its new spec) what
+    an owner cudatx does not change installed (cudatx.discover.owners): conda records, or
+    Python packages whose metadata a conda record lists. One line names them all (of the
+    first such owner) and the one command of that owner that does it."""
     found: dict[str, tuple[Distribution, Distribution]] = {}  # record name -> (asked, record)
     for dist in leaving:
-        record = conda_record_of(env, dist)
+        record = foreign_record(env, dist)
         if record is not None:
             found.setdefault(record.name, (dist, record))
     if not found:
         return
+    owner, records = next(iter(grouped(r for _, r in found.values()).items()))
     said = []
     for dist, record in found.values():
-        assert record.conda is not None
+        if record not in records:
+            continue  # another owner's: said when this one's are out of the way
         meta = os.path.relpath(record.metadata_dir, env.target.prefix)
-        mine = f"{record.conda.name} {record.version} ({meta})"
+        mine = f"{record.display_name} {record.version} ({meta})"
         said.append(mine if dist is record else f"{dist.display_name} {dist.version}, of {mine}")
-    records = [record for _, record in found.values()]
     if arriving:
-        command = conda_command(env, "install", *records)
+        command = owner.command(env.target.prefix, "install", records, exact=False)
         verb = f"uv would replace it with {arriving}; to change it, run"
     else:
-        command = conda_command(env, "remove", *records)
+        command = owner.command(env.target.prefix, "remove", records, exact=False)
         verb = f"to remove {'it' if len(records) == 1 else 'them'}, run"
     were = "was" if len(said) == 1 else "were"
-    raise CondaOwned(
-        f"{_listed(said)} {were} installed by conda: cudatx applies changes through uv only "
-        f"and never changes conda's packages; {verb}: {command} (or the same with mamba)",
+    raise ForeignOwned(
+        f"{_listed(said)} {were} installed by {owner.name}: cudatx applies changes through uv "
+        f"only and never changes {owner.name}'s packages; {verb}: {command}{owner.command_note}",
         path=records[0].metadata_dir,
     )
 
@@ -209,9 +211,9 @@ def propose_removal(
     planning: Planning,
 ) -> Proposal:
     """Plan removing what SPECs and -r files name (cudatx.planning.selection); what conda
-    installed is refused (CondaOwned)."""
+    installed is refused (ForeignOwned)."""
     chosen = select(env, specs, requirement_files)
-    refuse_conda(env, chosen)
+    refuse_foreign(env, chosen)
     refuse_escaping(chosen, env.target.prefix)
     told: dict[str, Arriving] = {}
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
@@ -242,12 +244,12 @@ def propose(
     if not planning.allow_build:
         building.refuse(building.unbuilt_specs(a.spec for a in asked.arriving))
     removing = list(select(env, replacing, ())) if replacing else []
-    refuse_conda(env, removing)
+    refuse_foreign(env, removing)
     for name, version in asked.leaving:
         dist = env.distribution(name)
         if dist is None:
             raise NotInEnvironment(f"uv would uninstall {name}=={version}, which is not installed")
-        refuse_conda(env, [dist], next((a.spec for a in asked.arriving if a.name == name), ""))
+        refuse_foreign(env, [dist], next((a.spec for a in asked.arriving if a.name == name), ""))
         if dist not in removing:
             removing.append(dist)
     refuse_escaping(removing, env.target.prefix)

@@ -25,6 +25,7 @@ from cudatx.analysis.ownership import (
     system_package,
 )
 from cudatx.analysis.problems import Problem
+from cudatx.discover.owners import owner_of
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Evidence, Resolution
 from cudatx.paths import soname_stem
@@ -77,7 +78,7 @@ def _reason(env: Environment, before: Resolution, after: Resolution, removed: se
     then = f"; then {after.detail}" if after.missing and after.detail else ""
     if deleting and staying:
         stay = ", ".join(d.name for d in staying)
-        lists = ", ".join(f"{d.name}'s {d.listing_name}" for d in staying)
+        lists = ", ".join(f"{d.name}'s {owner_of(d).listing}" for d in staying)
         return (
             f"deleted with {', '.join(deleting)}; {lists} lists the same path "
             f"(shared path), so {stay} would be left hollow{then}"

@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from cudatx.analysis.commands import conda_command
-from cudatx.analysis.ownership import Ownership, conda_record_of
+from cudatx.analysis.ownership import Ownership, foreign_record
 from cudatx.discover.confinement import Withheld, withheld
+from cudatx.discover.owners import owner_of
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Frozen
 from cudatx.names import counted
@@ -49,25 +49,24 @@ def _repairs(
         for owner in b.provider_owners:
             if owner not in removed:
                 names.setdefault(owner)
-    # uv cannot reinstall what conda installed: conda_notes says how conda would.
-    return tuple(
-        d for d in env.distributions if d.name in names and conda_record_of(env, d) is None
-    )
+    # uv cannot reinstall what conda installed: _foreign_notes says how conda would.
+    return tuple(d for d in env.distributions if d.name in names and foreign_record(env, d) is None)
 
 
-def _conda_notes(env: Environment, plan: Plan) -> tuple[str, ...]:
-    """For each conda package the change leaves hollow: cudatx does not repair it; conda's
-    own command restores its files."""
+def _foreign_notes(env: Environment, plan: Plan) -> tuple[str, ...]:
+    """For each package of an owner cudatx does not change (conda's) the change leaves
+    hollow: cudatx does not repair it; its owner's own command restores its files."""
     out = []
     for left in plan.left_hollow:
         dist = env.distribution(left.name)
-        record = conda_record_of(env, dist) if dist is not None else None
+        record = foreign_record(env, dist) if dist is not None else None
         if record is None:
             continue
+        owner = owner_of(record)
+        command = owner.command(env.target.prefix, "install", [record], exact=True)
         out.append(
-            f"{left.name} {left.version} would be left hollow; cudatx never changes conda's "
-            f"packages: after the change, {conda_command(env, 'install', record, exact=True)}"
-            " restores its files"
+            f"{left.name} {left.version} would be left hollow; cudatx never changes "
+            f"{owner.name}'s packages: after the change, {command} restores its files"
         )
     return tuple(out)
 
@@ -85,7 +84,7 @@ def plan_change(
     # RECORD entries uv is not given (outside, a folder, empty...) are named (cudatx.txn.confine).
     names = {p.name for p in plan.reinstall}
     touched = (*removing, *(d for d in env.distributions if d.name in names))
-    notes = _withheld_note(withheld(touched, env.target.prefix)) + _conda_notes(env, plan)
+    notes = _withheld_note(withheld(touched, env.target.prefix)) + _foreign_notes(env, plan)
     notes += _kept_note(env, removing)
     return replace(plan, notes=plan.notes + notes) if notes else plan
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import fnmatch
 
 from cudatx.analysis.cuda import cuda_major_of_dist
+from cudatx.discover.owners import by_prefix, owner_of
 from cudatx.environment import Environment
 from cudatx.errors import NotInEnvironment, UsageError
-from cudatx.models import CONDA_PREFIX, Distribution
+from cudatx.models import Distribution
 from cudatx.names import canonical_name
 
 _GLOB = set("*?[")
@@ -29,9 +30,14 @@ def _cuda(env: Environment, spec: str) -> list[Distribution]:
 def _one(env: Environment, spec: str) -> list[Distribution]:
     if spec.lower().startswith("cuda:"):
         return _cuda(env, spec)
-    if spec.lower().startswith(CONDA_PREFIX):  # a conda record, by conda's own name
-        wanted = spec[len(CONDA_PREFIX) :].lower()
-        return [d for d in env.distributions if d.conda is not None and d.conda.name == wanted]
+    owner = by_prefix(spec)
+    if owner is not None:  # an owner's record by the owner's own name (`conda:cudnn`)
+        wanted = spec[len(owner.prefix) :].lower()
+        return [
+            d
+            for d in env.distributions
+            if d.package is not None and d.package.name == wanted and owner_of(d) is owner
+        ]
     if _GLOB & set(spec):
         # Names compare canonical (PEP 503), so the pattern is lowered and its separators
         # unified the same way; the glob characters themselves survive.
@@ -39,10 +45,10 @@ def _one(env: Environment, spec: str) -> list[Distribution]:
         return [d for d in env.distributions if fnmatch.fnmatchcase(d.name, pattern)]
     name = canonical_name(spec)
     found = [d for d in env.distributions if d.name == name]
-    # A name no wheel has may be a conda package's (`cudnn`): found, so that it is refused
-    # with the conda command rather than called absent.
+    # A name no wheel has may be another owner's package's (conda's `cudnn`): found, so that
+    # it is refused with that owner's command rather than called absent.
     return found or [
-        d for d in env.distributions if d.conda is not None and d.conda.name == spec.lower()
+        d for d in env.distributions if d.package is not None and d.package.name == spec.lower()
     ]
 
 

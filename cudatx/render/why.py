@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cudatx.analysis.why import Owner, Route, WhyReport
 from cudatx.codec import document
+from cudatx.discover.owners import by_key
 from cudatx.errors import json_text
 from cudatx.models import Attempt, Evidence, How, Outcome, Status
 from cudatx.names import counted
@@ -116,8 +117,8 @@ def _route(route: Route, short: _Paths, verbose: int) -> list[str]:
             )
         if route.effective_owner is not None and len(route.owners) > 1:
             owner = route.effective_owner
-            listing = "conda-meta record's" if owner.kind == "conda" else "RECORD"
-            lines.append(f"  bytes of   {owner.name} {owner.version} (its {listing} hash matches)")
+            hashes = by_key(owner.kind).hashes
+            lines.append(f"  bytes of   {owner.name} {owner.version} (its {hashes} hash matches)")
         if route.cuda_major is not None:
             lines.append(f"  built for  CUDA {route.cuda_major} ({route.cuda_reason})")
     else:

@@ -17,8 +17,8 @@ from typing import NoReturn
 
 from cudatx import interrupts
 from cudatx.digest import file_state
-from cudatx.discover.conda import conda_meta
-from cudatx.discover.dists import installed_state, reinstall_spec
+from cudatx.discover.dists import reinstall_spec
+from cudatx.discover.owners import installed_state
 from cudatx.discover.target import refuse_externally_managed
 from cudatx.documents import dump
 from cudatx.environment import Environment
@@ -218,9 +218,7 @@ def apply_change(
         refuse_if_interrupted(store)
         # The plan was made from a scan taken before the lock: if another change finished
         # since, it describes an environment that is gone (two applies launched together).
-        if installed_state(env.target.site_packages, conda_meta(env.target.prefix)) != (
-            env.installed_state
-        ):
+        if installed_state(env.target) != env.installed_state:
             raise Busy(
                 f"{env.target.prefix} changed since this plan was made (another change "
                 "finished meanwhile); plan it again"

@@ -96,7 +96,7 @@ def withhold(
         if not dropped:
             continue
         out = io.StringIO(newline="")
-        if dist.kind == "egg-info":
+        if dist.owner == "egg-info":
             out.writelines(row[0] + "\n" for row in keep)
         else:
             csv.writer(out, lineterminator="\n").writerows(keep)

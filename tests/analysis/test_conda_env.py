@@ -23,7 +23,7 @@ import pytest
 
 from cudatx.analysis.cuda import cuda_major_of_dist
 from cudatx.discover.catalog import load_catalog
-from cudatx.discover.conda import read_conda_records
+from cudatx.discover.owners.conda import read_conda_records
 from cudatx.errors import ExitCode
 from cudatx.scan import scan
 from tests.loader.test_symbols_judge import ext_source
@@ -199,8 +199,8 @@ def test_conda_records_read_by_the_documented_format(world: CondaWorld) -> None:
         f"conda:{n}" for n in ("cuda-version", "cudnn", "fxpy", "libcublas", "cuda-nvrtc")
     }
     cudnn = by_name["conda:cudnn"]
-    assert cudnn.conda is not None and cudnn.conda.build == BUILD
-    assert cudnn.site == str(world.venv) and cudnn.kind == "conda"
+    assert cudnn.package is not None and cudnn.package.build == BUILD
+    assert cudnn.site == str(world.venv) and cudnn.owner == "conda"
     rows = {e.path: e for e in cudnn.records}
     assert len(rows) == CUDNN_FILES
     assert {"lib/libcudnn.so", "include/cudnn.h", "bin/cudnn-config"} < set(rows)

@@ -25,7 +25,7 @@ import pytest
 
 from cudatx.analysis.doctor import diagnose
 from cudatx.analysis.why import explain
-from cudatx.discover.syspkgs import ADMINDIR_VARIABLE
+from cudatx.discover.owners.dpkg import ADMINDIR_VARIABLE
 from cudatx.planning.change import Planning, propose_removal
 from cudatx.scan import scan
 from tests.loader.test_symbols_judge import V12, ext_source, functions

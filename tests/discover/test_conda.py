@@ -17,7 +17,7 @@ import pytest
 import cudatx.cache as cache_module
 from cudatx.cache import file_key, open_cache
 from cudatx.digest import record_encode
-from cudatx.discover.conda import read_conda_records
+from cudatx.discover.owners.conda import read_conda_records
 from tests.support.conda import CondaPackage, install_conda_package
 
 
@@ -40,13 +40,13 @@ def test_a_record_as_conda_writes_it(tmp_path: Path) -> None:
     )
     (dist,), findings = read_conda_records(str(tmp_path))
     assert findings == []
-    assert (dist.name, dist.display_name, dist.version, dist.kind) == (
+    assert (dist.name, dist.display_name, dist.version, dist.owner) == (
         "conda:libfoo",
         "libfoo",
         "1.2",
         "conda",
     )
-    assert dist.conda is not None and dist.conda.depends == ("libgcc-ng >=12",)
+    assert dist.package is not None and dist.package.depends == ("libgcc-ng >=12",)
     assert dist.metadata_dir == str(tmp_path / "conda-meta" / "libfoo-1.2-h0_1.json")
     rows = {e.path: e for e in dist.records}
     digest = record_encode(hashlib.sha256(data).digest())

@@ -78,7 +78,7 @@ def test_name_is_canonicalised_display_name_kept(installed: Installed) -> None:
     foo = installed.dists["foo-bar"]
     assert foo.display_name == "Foo_Bar"
     assert foo.version == "1.2.3"
-    assert foo.kind == "dist-info"
+    assert foo.owner == "dist-info"
     assert foo.site == str(installed.site)
     assert foo.metadata_dir == str(installed.site / "foo_bar-1.2.3.dist-info")
     other = installed.dists["other-dist"]
@@ -200,7 +200,7 @@ def test_egg_info_with_installed_files(tmp_path: Path) -> None:
     (dist,), findings = scan_distributions((str(site),))
     assert findings == []
     assert (dist.name, dist.display_name, dist.version) == ("legacy-pkg", "Legacy_Pkg", "0.5")
-    assert dist.kind == "egg-info"
+    assert dist.owner == "egg-info"
     paths = [e.path for e in dist.records]
     assert paths == [
         "pkg/__init__.py",
@@ -414,7 +414,7 @@ def test_applicable_requirements_skip_what_cannot_apply() -> None:
         version="1",
         metadata_dir="/nowhere/x-1.dist-info",
         site="/nowhere",
-        kind="dist-info",
+        owner="dist-info",
         records=(),
         requires=(
             "a>=1",

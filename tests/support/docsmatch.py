@@ -62,7 +62,7 @@ SITUATIONS: dict[str, type[errors.CudatxError]] = {
     r"another user can write|other users? (?:than|can)|leading outside": errors.UnsafePaths,
     r"nothing to roll back|no transaction recorded": errors.NothingToRollBack,
     r"externally managed|EXTERNALLY-MANAGED|PEP 668": errors.ExternallyManaged,
-    r"conda installed": errors.CondaOwned,
+    r"conda installed": errors.ForeignOwned,
     r"holds? (?:this environment's|the) lock|plan it again|holder": errors.Busy,
     r"must be rolled back first": errors.Interrupted,
     r"running processes map": errors.InUse,

@@ -1,4 +1,4 @@
-"""Owners of files outside the environment: the system's package databases (dpkg, rpm).
+"""dpkg's database: an owner of files outside the environment (Debian, Ubuntu).
 
 When the loader finds a library outside the environment (`/etc/ld.so.cache`, the default
 folders, `LD_LIBRARY_PATH`, an RPATH that leads out), no RECORD lists it; the system's
@@ -15,9 +15,6 @@ names a path as the package's data.tar has it: on a merged-/usr system (Debian 1
 key, the folders resolved (cudatx.environment.PathKeys). dpkg's diversions and alternatives
 are not read.
 
-rpm's database has no stable file format to read, so `rpm -qf` is asked, and only where an
-`rpm` binary and a database folder exist.
-
 Everything here is read lazily: nothing until a report names a file outside the
 environment, and then every `.list` once and the status file once (40 to 60 ms for 720
 packages, 7 MB of lists, on a 2-CPU Debian 12 machine with a warm page cache; each further
@@ -27,58 +24,36 @@ file asked about, 2 to 6 ms).
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 
+from cudatx.discover.owners import Keys, Lookup, Owns, register
 from cudatx.models import SystemPackage
 from cudatx.reading import MAX_METADATA, read_bounded
 
 ADMINDIR_VARIABLE = "CUDATX_DPKG_ADMINDIR"
 DEFAULT_ADMINDIR = "/var/lib/dpkg"
-_RPM_DATABASES = ("/var/lib/rpm", "/usr/lib/sysimage/rpm")
-_RPM_TIMEOUT_S = 20
-# rpm's query format (rpm(8), --queryformat): the epoch only where the package has one.
-_RPM_FORMAT = "%{NAME}\\t%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}\\t%{ARCH}\\n"
 _MAX_STATUS = 256 * (1 << 20)  # dpkg's status of a large system is a few MiB
 
-Keys = Callable[[str], str]
-"""A path's key, its folders resolved (cudatx.environment.PathKeys)."""
+
+class Dpkg(Owns):
+    keys = ("dpkg",)
+    name = "dpkg"
+    packages = "Debian package"
+    listing = "dpkg .list"
+
+    def lookup(self, keys: Keys, environ: Mapping[str, str]) -> Lookup | None:
+        return _Database(environ.get(ADMINDIR_VARIABLE) or DEFAULT_ADMINDIR, keys)
 
 
-class SystemPackages:
-    """The system packages that own files, asked path by path and read once."""
+class _Database:
+    """dpkg's database at `admindir`, read once, when a file outside is first asked about."""
 
-    def __init__(self, keys: Keys, environ: Mapping[str, str] | None = None) -> None:
-        environ = os.environ if environ is None else environ
-        self.admindir = environ.get(ADMINDIR_VARIABLE) or DEFAULT_ADMINDIR
+    def __init__(self, admindir: str, keys: Keys) -> None:
+        self.admindir = admindir
         self._keys = keys
         self._lists: list[tuple[str, bytes]] | None = None  # (package[:arch], listing)
         self._versions: dict[tuple[str, str | None], tuple[str, str | None]] | None = None
-        self._found: dict[str, SystemPackage | None] = {}
-        self.lists_read = 0  # `.list` files read: none until a file outside is asked about
-
-    def owner(self, path: str) -> SystemPackage | None:
-        """The package that installed `path` (or, for a symlink no package lists, the file it
-        points to); None when no database here lists it."""
-        if path not in self._found:
-            found = self._dpkg(path) or self._rpm(path)
-            real = os.path.realpath(path)
-            if found is None and real != self._keys(path):
-                found = self._dpkg(real) or self._rpm(real)
-            self._found[path] = found
-        return self._found[path]
-
-    def owners(self, paths: Iterable[str]) -> dict[str, SystemPackage]:
-        """The owner of each of `paths` that has one."""
-        out = {}
-        for path in paths:
-            found = self.owner(path)
-            if found is not None:
-                out[path] = found
-        return out
-
-    # -- dpkg --------------------------------------------------------------------------------
+        self.read = 0  # `.list` files read: none until a file outside is asked about
 
     def _listings(self) -> list[tuple[str, bytes]]:
         if self._lists is None:
@@ -93,11 +68,11 @@ class SystemPackages:
                     data = read_bounded(os.path.join(info, name), MAX_METADATA)
                 except OSError:
                     continue
-                self.lists_read += 1
+                self.read += 1
                 self._lists.append((name.removesuffix(".list"), data + b"\n"))
         return self._lists
 
-    def _dpkg(self, path: str) -> SystemPackage | None:
+    def package(self, path: str) -> SystemPackage | None:
         key = self._keys(path)
         needle = b"/" + os.fsencode(os.path.basename(key)) + b"\n"
         for package, data in self._listings():
@@ -144,27 +119,5 @@ class SystemPackages:
                 self._versions.setdefault((name, None), (version, arch))
         return self._versions
 
-    # -- rpm ---------------------------------------------------------------------------------
 
-    def _rpm(self, path: str) -> SystemPackage | None:
-        rpm = shutil.which("rpm")
-        if rpm is None or not any(os.path.isdir(d) for d in _RPM_DATABASES):
-            return None
-        try:
-            done = subprocess.run(
-                [rpm, "-qf", "--queryformat", _RPM_FORMAT, "--", self._keys(path)],
-                capture_output=True,
-                text=True,
-                timeout=_RPM_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if done.returncode != 0:
-            return None  # "file ... is not owned by any package"
-        fields = done.stdout.splitlines()[0].split("\t") if done.stdout else []
-        if len(fields) != 3:
-            return None
-        return SystemPackage(
-            manager="rpm", name=fields[0], version=fields[1], architecture=fields[2] or None
-        )
+register(Dpkg())

@@ -7,7 +7,7 @@ to the prefix) and `paths_data` (`paths_version` 1: per path `_path`, `path_type
 `size_in_bytes`, and where conda rewrote the prefix inside the file at install time,
 `prefix_placeholder` with `sha256_in_prefix`, the digest of the rewritten bytes).
 
-Each record becomes a :class:`~cudatx.models.Distribution` of kind "conda" named
+Each record becomes a :class:`~cudatx.models.Distribution` of owner "conda" named
 `conda:NAME`, its paths as RECORD rows relative to the prefix, so that the one ownership
 graph holds wheels and conda packages: co-owned paths, hollow packages and what a removal
 deletes are found the same way. A row carries what can be checked against the bytes on
@@ -19,26 +19,35 @@ disk and nothing more:
   between the tools that build packages);
 - `directory` entries and the `pyc_file`s conda compiles at install time are left out.
 
-cudatx never changes what conda installed (cudatx.planning.change refuses it).
+cudatx never changes what conda installed (cudatx.planning.change refuses it): it names
+the conda command a user runs instead. What a record's depends, build and version say of its
+CUDA major is rule (f) of cudatx.analysis.cuda, answered here.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
+import shlex
+from collections.abc import Sequence
 from dataclasses import replace
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from cudatx.cache import file_key, settled
 from cudatx.digest import record_encode
 from cudatx.discover.dists import cached
-from cudatx.models import CONDA_PREFIX, CondaRecord, Distribution, Finding, RecordEntry
+from cudatx.discover.owners import Owns, register
+from cudatx.models import Distribution, Finding, PackageRecord, PythonTarget, RecordEntry
 from cudatx.reading import MAX_RECORD, read_bounded
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
 
 META = "conda-meta"
+PREFIX = "conda:"  # the names of conda records: `conda:cudnn`, never a PEP 503 name
 _LEFT_OUT = frozenset({"directory", "pyc_file"})
 
 
@@ -113,16 +122,16 @@ def _read_record(path: str, prefix: str, findings: list[Finding]) -> Distributio
     channel = data.get("channel")
     depends = data.get("depends")
     dist = Distribution(
-        name=CONDA_PREFIX + name,
+        name=PREFIX + name,
         display_name=name,
         version=version,
         metadata_dir=path,
         site=prefix,
-        kind="conda",
+        owner="conda",
         records=(),
         requires=(),
         installer="conda",
-        conda=CondaRecord(
+        package=PackageRecord(
             name=name,
             build=build,
             channel=channel if isinstance(channel, str) and channel.isprintable() else None,
@@ -185,3 +194,128 @@ def _usable(value: object) -> bool:
     if not isinstance(value, str):
         return False
     return bool(value) and not value.startswith("/") and "\0" not in value
+
+
+class Conda(Owns):
+    keys = ("conda",)
+    name = "conda"
+    packages = "conda package"
+    prefix = PREFIX
+    listing = "conda-meta record"
+    hashes = "conda-meta record's"
+    command_note = " (or the same with mamba)"
+
+    def read(
+        self, target: PythonTarget, cache: ScanCache | None
+    ) -> tuple[tuple[Distribution, ...], list[Finding]]:
+        return read_conda_records(target.prefix, cache)
+
+    def state(self, target: PythonTarget) -> tuple[str, ...]:
+        """Its `conda-meta` folder's identity and mtime: conda adds or removes a record there."""
+        folder = conda_meta(target.prefix)
+        if folder is None:
+            return ()
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return (f"{folder}: -",)
+        return (f"{folder}: {st.st_dev}:{st.st_ino}:{st.st_mtime_ns}",)
+
+    def library_folders(self, target: PythonTarget) -> tuple[str, ...]:
+        """The prefix's `lib/`: its packages' libraries, where the interpreter's RPATH
+        ($ORIGIN/../lib) leads; read when the loader or a report asks (hundreds there)."""
+        return (os.path.join(target.prefix, "lib"),)
+
+    # checked: every row; a conda record lists files and links only, each to be there (what
+    # cannot be checked by bytes has no hash). listing_file: none, nothing of it is kept.
+
+    def command(
+        self, prefix: str, verb: str, records: Sequence[Distribution], *, exact: bool
+    ) -> str:
+        """`conda VERB -p PREFIX NAME...` (`exact`: the installed builds, as
+        NAME=VERSION=BUILD, reinstalled); mamba takes the same words."""
+        specs = []
+        for record in records:
+            assert record.package is not None
+            specs.append(
+                f"{record.package.name}={record.version}={record.package.build}"
+                if exact
+                else record.package.name
+            )
+        words = ["conda", verb, "-p", prefix]
+        if verb == "install" and exact:
+            words.append("--force-reinstall")
+        return shlex.join([*words, *specs])
+
+    def cuda_major(self, dist: Distribution) -> tuple[int, str] | None:
+        return None if dist.package is None else cuda_major(dist.package, dist.version)
+
+
+_BUILD = re.compile(r"(?:^|[^a-z])cuda([0-9]+)")
+
+
+@functools.cache
+def _tracking() -> frozenset[str]:
+    """conda packages whose own version major is the CUDA major (cudatx/data/cuda_majors.json)."""
+    text = (resources.files("cudatx") / "data" / "cuda_majors.json").read_text(encoding="utf-8")
+    return frozenset(json.loads(text)["conda_tracking"])
+
+
+def cuda_major(record: PackageRecord, version: str) -> tuple[int, str] | None:
+    """Rule (f) for a conda record: its depends on `cuda-version` (how conda-forge and
+    NVIDIA's channel tie a package to a CUDA release), its build string (`cuda12*`,
+    `py3.11_cuda12.1_cudnn8.9.2_0`, conda-forge's `cuda120py311h...`), or its own version
+    where it tracks CUDA (`cuda-cudart` 12.4.127, `cuda-version` 12.4)."""
+    found: list[tuple[int, str]] = []
+    for spec in record.depends:
+        name, _, constraint = spec.strip().partition(" ")
+        if name == "cuda-version":
+            pinned = pinned_major(constraint)
+            if pinned is not None:
+                found.append((pinned, f"conda's {record.name} depends on {spec}"))
+    match = _BUILD.search(record.build)
+    if match:
+        digits = match.group(1)  # `cuda120`: 12.0; `cuda12`: 12; `cuda118`: 11.8
+        built = int(digits[:2]) if len(digits) >= 3 else int(digits)
+        found.append((built, f"conda's {record.name} build {record.build}"))
+    if found and len({major for major, _ in found}) == 1:
+        return found[0]  # what they agree on, with the first words that say it
+    if record.name in _tracking():
+        major = _leading_int(version)
+        if major is not None:
+            return (major, f"conda's {record.name} {version} tracks the CUDA version")
+    return None
+
+
+def pinned_major(constraint: str) -> int | None:
+    """The CUDA major a conda version constraint allows alone: `12.*`, `12.4`, `==12.4`,
+    `>=12,<13.0a0`, `>=12.4,<12.5` (conda's MatchSpec versions); None for any other."""
+    text = constraint.split(" ")[0]
+    if not text or "|" in text:
+        return None
+    lower: int | None = None
+    upper: int | None = None
+    exact: int | None = None
+    for part in text.split(","):
+        operator = re.match(r"[<>=!~]*", part).group(0)  # type: ignore[union-attr]
+        value = part[len(operator) :]
+        major = _leading_int(value)
+        if operator in ("", "=", "=="):
+            exact = major
+        elif operator in (">=", ">"):
+            lower = major
+        elif operator == "<" and major is not None:
+            # `<13`, `<13.0a0`: below 13.0 (13's pre-releases included, as conda reads a0)
+            bare = re.fullmatch(r"([0-9]+)(\.0)*(\.?a0|\.?dev0?)?", value) is not None
+            upper = major - 1 if bare else major
+    if exact is not None:
+        return exact
+    return lower if lower is not None and lower == upper else None
+
+
+def _leading_int(text: str) -> int | None:
+    match = re.match(r"\s*v?([0-9]+)", text)
+    return int(match.group(1)) if match else None
+
+
+register(Conda())
