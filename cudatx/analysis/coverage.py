@@ -125,9 +125,13 @@ def unmodelled(env: Environment, changing: frozenset[str] | None = None) -> list
         env.distributions, env.target.markers, frozenset(d.name for d in env.distributions)
     )
     searched = _searched(env, nvidia)
+    # a framework its reader found and could not read has its own note (`read_notes`)
+    said = {found.distribution for found, loads in env.framework_reads if not loads.read}
     out = []
     for dist in env.distributions:
         if not (dist.requires or dist.name in searched) or not dist.records:
+            continue
+        if dist.name in said:
             continue
         if any(e.path.startswith("nvidia/") for e in dist.records):
             continue  # an NVIDIA wheel itself (nvidia-cuda-nvcc requires nvidia-nvvm)

@@ -156,3 +156,17 @@ def test_a_partial_install_is_broken(tmp_path: Path) -> None:
     rc, report = _json("doctor", "--python", venv)
     assert rc == 1 and report["errors"] > 0, report["problems"]
     assert "libcublas.so.12" in json.dumps(report["problems"])
+
+
+def test_a_release_whose_loader_names_are_not_shipped_is_not_modelled(tmp_path: Path) -> None:
+    """TF 2.11 and older: the check exported under stream_executor's name and no
+    cuda_config.h in the wheel. What it opens is read from nothing: said, never passed over
+    in silence, and no GPU check is guessed."""
+    venv = make_venv(tmp_path / "venv")
+    uv_install(venv, build(tmp_path, ALL, older=True))
+    rc, report = _json("doctor", "--python", venv)
+    assert rc == 0, report["problems"]
+    notes = [n for n in report["notes"] if n.startswith("not modelled: tfake")]  # type: ignore[union-attr]
+    assert len(notes) == 1 and "ships no cuda_config.h" in notes[0], report["notes"]
+    text = cudatx("why", "libcudart.so.12", "--python", str(venv)).stdout
+    assert "GPU check" not in text, text

@@ -16,6 +16,8 @@ from .cbuild import compile_lib
 from .wheels import build_wheel
 
 SYMBOL = "_ZN3tsl8internal9DsoLoader22TryDlopenCUDALibrariesEv"
+# The same check as TF 2.11 and older export it (stream_executor::internal::DsoLoader)
+OLDER_SYMBOL = "_ZN15stream_executor8internal9DsoLoader22TryDlopenCUDALibrariesEv"
 # (wheel, folder under nvidia/, soname): the libraries the check opens
 LIBRARIES = (
     ("nvidia-cuda-runtime-fake", "cuda_runtime", "libcudart.so.12"),
@@ -55,7 +57,7 @@ build_info = collections.OrderedDict([('cuda_version', '12.5.1'), ('cudnn_versio
 TAG = "py3-none-linux_x86_64"
 
 
-def _loader_source() -> str:
+def _loader_source(symbol: str) -> str:
     """The check returns its status as TSL's does, an absl::Status (one word: 1 for OK, else
     a pointer to its failure) through the hidden result pointer of the x86-64 ABI."""
     names = ", ".join(f'"{soname}"' for _, _, soname in LIBRARIES)
@@ -63,7 +65,7 @@ def _loader_source() -> str:
 #include <stdint.h>
 #include <stdio.h>
 static const char failure[] = "Cannot dlopen all CUDA libraries.";
-uintptr_t *check(uintptr_t *status) __asm__("{SYMBOL}");
+uintptr_t *check(uintptr_t *status) __asm__("{symbol}");
 uintptr_t *check(uintptr_t *status) {{
     static const char *names[] = {{{names}}};
     int failed = 0;
@@ -80,17 +82,18 @@ uintptr_t *check(uintptr_t *status) {{
 """
 
 
-def build(out: Path, folders: Sequence[str]) -> list[Path]:
+def build(out: Path, folders: Sequence[str], *, older: bool = False) -> list[Path]:
     """The wheels: `tfake` (its loader's DT_RUNPATH `$ORIGIN/../nvidia/<folder>/lib` for
     each of `folders`, and an `and-cuda` extra) and one wheel per library, plus
-    `nvidia-curand-fake`, a required wheel the check does not open."""
+    `nvidia-curand-fake`, a required wheel the check does not open. `older`: built as TF
+    2.11 and older are, the check under stream_executor's name and no cuda_config.h."""
     build_dir = out / "build"
     runpath = ":".join(f"$ORIGIN/../nvidia/{f}/lib" for f in folders)
     loader = compile_lib(
         build_dir / "libtfake_framework.so.2",
         soname="libtfake_framework.so.2",
         runpath=runpath,
-        source=_loader_source(),
+        source=_loader_source(OLDER_SYMBOL if older else SYMBOL),
     )
     wheels: dict[str, dict[str, bytes | Path]] = {}
     # cuDNN 9's libcudnn.so.9 loads its sub-libraries on demand (cudatx/data/runtime.json):
@@ -111,8 +114,8 @@ def build(out: Path, folders: Sequence[str]) -> list[Path]:
             {
                 "tfake/__init__.py": b"",
                 "tfake/libtfake_framework.so.2": loader,
-                "tfake/include/third_party/gpus/cuda/cuda_config.h": CONFIG,
                 "tfake/python/platform/build_info.py": BUILD_INFO,
+                **({} if older else {"tfake/include/third_party/gpus/cuda/cuda_config.h": CONFIG}),
             },
             requires=[f'{name}==1.0; extra == "and-cuda"' for name in wheels],
             metadata_extra=["Provides-Extra: and-cuda"],

@@ -94,16 +94,16 @@ if not tf.config.list_physical_devices('GPU'):
 """
 
 
-def _exporters(site: str, package: str, files: SiteFiles) -> list[str]:
-    """The shared libraries of the package folder that export TSL's GPU check, relative to
-    the site folder."""
-    symbol = str(data("tsl")["exports"]).encode()
+def _exporters(site: str, package: str, files: SiteFiles, *symbols: str) -> list[str]:
+    """The shared libraries of the package folder that export TSL's GPU check (by default
+    its name; else any of `symbols`), relative to the site folder."""
+    wanted = {s.encode() for s in symbols or (str(data("tsl")["exports"]),)}
     out = []
     for path in sorted(files.glob(os.path.join(globbing.escape(os.path.join(site, package)), "*"))):
         if not is_library_name(os.path.basename(path)):
             continue
         defined = files.exports(path)
-        if defined is not None and defined.bind_plain({symbol}):
+        if defined is not None and defined.bind_plain(wanted):
             out.append(os.path.relpath(path, site))
     return out
 
@@ -116,10 +116,12 @@ def _first_mapped(site: str, exporters: list[str], files: SiteFiles) -> str:
 
 class TslReader:
     name = "tsl"
-    markers: tuple[str, ...] = (f"*/{_CONFIG}",)
+    markers: tuple[str, ...] = (f"*/{_CONFIG}", f"*/{_BUILD_INFO}")
 
     def find(self, site: str, marker: str, owner: str, files: SiteFiles) -> Installed | None:
         package = os.path.relpath(marker, site).split(os.sep)[0]
+        if marker.endswith(_BUILD_INFO):
+            return self._unreadable(site, package, owner, files)
         exporters = _exporters(site, package, files)
         if not exporters:
             return None  # no object here runs TSL's check
@@ -130,11 +132,32 @@ class TslReader:
         loader = _first_mapped(site, exporters, files)
         return Installed(self.name, package, owner, site, package, tuple(sources), loader=loader)
 
+    def _unreadable(
+        self, site: str, package: str, owner: str, files: SiteFiles
+    ) -> Installed | None:
+        """A build whose DSO loader exports the check (TSL's name, or stream_executor's of TF
+        2.11 and older) and that ships no cuda_config.h: the names it opens are compiled in
+        and read from nothing, which `read` says (not modelled), rather than pass it over."""
+        if exists(files, os.path.join(site, package, _CONFIG)):
+            return None  # read through its cuda_config.h, the other marker
+        tsl = data("tsl")
+        exporters = _exporters(site, package, files, str(tsl["exports"]), *tsl["older_exports"])
+        if not exporters:
+            return None
+        loader = _first_mapped(site, exporters, files)
+        sources = (f"{package}/{_BUILD_INFO}",)
+        return Installed(self.name, package, owner, site, package, sources, loader=loader)
+
     def read(self, found: Installed, texts: dict[str, str]) -> FrameworkLoads:
-        versions = dict(_DEFINE.findall(texts[found.sources[0]]))
         info = texts.get(f"{found.package}/{_BUILD_INFO}")
         if info is not None and _build_info(info).get("is_cuda_build") is False:
             return FrameworkLoads(roots=(), build_major=None, origin="")
+        if found.sources[0].endswith(_BUILD_INFO):
+            raise Shape(
+                f"{found.loader} opens CUDA libraries by names compiled into it, and this "
+                "release ships no cuda_config.h to read them from"
+            )
+        versions = dict(_DEFINE.findall(texts[found.sources[0]]))
         opens = []
         for name, macro in data("tsl")["check"]:
             if macro not in versions:
@@ -158,8 +181,8 @@ class TslReader:
             for marker in self.markers:
                 for found_at in sorted(files.glob(os.path.join(globbing.escape(site), marker))):
                     found = self.find(site, found_at, "", files)
-                    if found is None:
-                        continue
+                    if found is None or not found.sources[0].endswith(_CONFIG):
+                        continue  # none, or one whose check is not read (not modelled)
                     path = os.path.join(site, found.loader)
                     if files.machine(path) != _X86_64:
                         continue
