@@ -459,16 +459,39 @@ def installed_extras(
         named = sorted({m for t in dist.requires if "extra" in t for m in _EXTRA.findall(t)})
         if not named:
             continue
-        plain = {str(r) for r in applicable_requirements(dist, markers)}
-        had = []
-        for extra in named:
-            behind = [
-                r for r in applicable_requirements(dist, markers, (extra,)) if str(r) not in plain
-            ]
-            if behind and all(_met(r, versions) for r in behind):
-                had.append(extra)
+        behind = _behind_extras(dist, markers, named)
+        had = tuple(e for e in named if behind[e] and all(_met(r, versions) for r in behind[e]))
         if had:
-            out[dist.name] = tuple(had)
+            out[dist.name] = had
+    return out
+
+
+def _behind_extras(
+    dist: Distribution, markers: Mapping[str, str], named: list[str]
+) -> dict[str, list[Requirement]]:
+    """extra -> the requirements that apply with it and not without it. Each line is parsed
+    once, and only a marker that names `extra` is evaluated once per extra (a line without
+    the word applies with every extra as it does without: behind none). A torch environment
+    has hundreds of Requires-Dist lines and dozens of extras: parsing each line again per
+    extra was most of a warm doctor (issue 36)."""
+    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement
+
+    out: dict[str, list[Requirement]] = {e: [] for e in named}
+    plain = {**markers, "extra": ""}
+    for text in dist.requires:
+        if "extra" not in text:
+            continue
+        try:
+            requirement = parse_requirement(text)
+            marker = requirement.marker
+            if marker is None or marker.evaluate(plain):
+                continue
+            for extra in named:
+                if marker.evaluate({**markers, "extra": extra}):
+                    out[extra].append(requirement)
+        except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
+            continue
     return out
 
 

@@ -432,6 +432,45 @@ def test_applicable_requirements_skip_what_cannot_apply() -> None:
     assert "b" not in names and "c" not in names and "e" not in names
 
 
+def test_installed_extras_are_those_whose_requirements_are_all_met() -> None:
+    """An extra counts as asked for where every requirement behind it is installed at a
+    version it allows; a line that applies without the extra, a marker an extra only widens,
+    a reversed comparison and hostile lines count for none."""
+    from cudatx.discover.dists import installed_extras
+    from cudatx.models import Distribution
+
+    def dist(name: str, version: str, *requires: str) -> Distribution:
+        return Distribution(
+            name=name,
+            display_name=name,
+            version=version,
+            metadata_dir=f"/nowhere/{name}-{version}.dist-info",
+            site="/nowhere",
+            owner="dist-info",
+            records=(),
+            requires=requires,
+        )
+
+    top = dist(
+        "top",
+        "1",
+        "a>=1",
+        'b>=2; extra == "gpu"',
+        'c; extra == "gpu"',
+        'd; extra == "cpu"',  # not installed: cpu is not taken
+        'e; extra == "old" and python_version < "3"',  # behind nothing here
+        'a; extra == "plain" or python_version >= "3"',  # applies without the extra
+        'f; "rev" == extra',  # named only in a reversed comparison: no extra of its own
+        'g<1; extra == "low"',  # installed at a version it does not allow
+        'h; extra == "bad" and bogus == "1"',
+        "not a requirement ((; extra == 'gpu'",
+    )
+    installed = (top, *(dist(n, v) for n, v in (("a", "1"), ("b", "2"), ("c", "1"), ("g", "1"))))
+    markers = {"python_version": "3.11", "sys_platform": "linux"}
+    assert installed_extras(installed, markers, frozenset({"top"})) == {"top": ("gpu",)}
+    assert installed_extras(installed, markers, frozenset()) == {}
+
+
 # -------------------------------------------------------------------------------------
 # What fuzzing found (tests/test_fuzz.py): each was an uncaught exception or a name that
 # would have split a one-line message
