@@ -165,6 +165,36 @@ def target(
     )
 
 
+def store_target(python: str | None, out: Output, *, allow_other_writers: bool = False) -> Target:
+    """The target of a command that scans nothing (rollback, history, trace): --python found
+    and asked as for every command (`target`), with the scan's settings left at their
+    defaults, which such a command never reads."""
+    return target(
+        python,
+        None,
+        use_cache=True,
+        progress=True,
+        allow_other_writers=allow_other_writers,
+        output=out,
+    )
+
+
+def python_target(command: F) -> F:
+    """--python and --allow-other-writers, for the commands that scan nothing but read or
+    write the environment's store (rollback, trace): the command receives them as `chosen:
+    Target` (store_target), and its output settings as `out` still."""
+    run = command
+
+    @functools.wraps(run)
+    def started(
+        *args: Any, python: str | None, allow_other_writers: bool, out: Output, **kwargs: Any
+    ) -> Any:
+        chosen = store_target(python, out, allow_other_writers=allow_other_writers)
+        return run(*args, chosen=chosen, out=out, **kwargs)
+
+    return _apply(cast(F, started), [python_option, other_writers_option])
+
+
 def target_options(command: F) -> F:
     """--python, --ld-library-path, --allow-other-writers, --no-cache and --no-progress, for
     the subcommands that replay the loader; the command receives them, with its output

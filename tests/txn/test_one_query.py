@@ -95,7 +95,13 @@ def test_the_interpreter_is_asked_once_per_command_the_rescan_included(world: Wo
     assert "Applied as transaction" in applied.stderr, applied.stderr
     assert not (world.site / "other").exists()
     assert _asked(count) == 1
-    for args in (("history",), ("rollback", "--dry-run"), ("rollback", "--yes")):
+    for args in (
+        ("history",),
+        ("history", "show"),
+        ("trace", "--list"),
+        ("rollback", "--dry-run"),
+        ("rollback", "--yes"),
+    ):
         done = _run(world, python, *args)
         assert done.returncode == 0, (args, done.stderr)
         assert _asked(count) == 1, args
