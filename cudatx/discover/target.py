@@ -545,6 +545,12 @@ def find_target(
     return start_query(python, environ, cwd).result()
 
 
+def under_pre_commit(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether cudatx runs as a pre-commit hook (PRE_COMMIT set): its VIRTUAL_ENV is then
+    pre-commit's own environment, never the one the hook checks (hook_target)."""
+    return bool((os.environ if environ is None else environ).get("PRE_COMMIT"))
+
+
 def hook_target(
     python: str | None,
     environ: Mapping[str, str] | None = None,
@@ -564,13 +570,13 @@ def hook_target(
     """
     env = os.environ if environ is None else environ
     here = cwd or Path.cwd()
-    if python and env.get("PRE_COMMIT") and missing_environment(python, env, here):
+    if python and under_pre_commit(env) and missing_environment(python, env, here):
         # The hook's `args: [--python, .venv]` on CI or in a fresh clone, where no .venv
         # was made: the same as no environment, so that one snippet serves both.
         return None
     if python:
         return python
-    if env.get("PRE_COMMIT"):
+    if under_pre_commit(env):
         venv = here / ".venv"
         return str(venv) if venv.is_dir() else None
     try:
