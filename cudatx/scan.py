@@ -35,7 +35,7 @@ from cudatx.discover.imports import Companion, companions, imports_of
 from cudatx.discover.owners import SystemPackages, installed_state, owner_of, read_records
 from cudatx.discover.preloads import read_preloads
 from cudatx.discover.sitewalk import flat_libraries, search_folders, walk
-from cudatx.discover.target import Query, start_query
+from cudatx.discover.target import Query
 from cudatx.discover.traces import read_traces
 from cudatx.elf.system import probe_system
 from cudatx.environment import Environment, Owners, PathKeys
@@ -71,20 +71,18 @@ Progress = Callable[[str, int, int], None]
 
 
 def scan(
-    python: str | None,
+    query: Query,
     *,
     ld_library_path: str | None,
-    environ: dict[str, str] | None = None,
     cwd: Path | None = None,
     cache: ScanCache | None = None,
     progress: Progress | None = None,
-    query: Query | None = None,
 ) -> Environment:
-    """Read one environment and replay every load root. `cache` keeps what files say between
-    runs (cudatx.cache); `progress` hears how far the scan is; `query`, when the caller has
-    already started asking the interpreter `python` names (cudatx.target.start_query)."""
+    """Read the environment of the interpreter `query` asks (cudatx.discover.target
+    .start_query: the command's target) and replay every load root. `cache` keeps what
+    files say between runs (cudatx.cache); `progress` hears how far the scan is."""
     tell = progress or _quiet
-    target = (query or start_query(python, environ, cwd)).result()
+    target = query.result()
     view = FileView(cache)
     probe = view.probe(target.executable)
     if probe.info is None:
@@ -290,12 +288,11 @@ def collect_less() -> None:
 
 @contextlib.contextmanager
 def scanning(
-    python: str | None,
+    query: Query,
     *,
     ld_library_path: str | None,
     use_cache: bool = True,
     progress: Progress | None = None,
-    query: Query | None = None,
 ) -> Iterator[Environment]:
     """One command's scan: the scan cache open for as long as the command runs (a plan
     replays again and reads through it), written when it ends; the collector tuned for a
@@ -303,13 +300,7 @@ def scanning(
     collect_less()
     cache = open_cache() if use_cache else None
     try:
-        yield scan(
-            python,
-            ld_library_path=ld_library_path,
-            cache=cache,
-            progress=progress,
-            query=query,
-        )
+        yield scan(query, ld_library_path=ld_library_path, cache=cache, progress=progress)
     finally:
         if cache is not None:
             cache.close()

@@ -22,6 +22,7 @@ import pytest
 from cudatx import cache as cache_module
 from cudatx.analysis import ownership
 from cudatx.cache import DATABASE, cache_folder, open_cache
+from cudatx.discover.target import start_query
 from cudatx.environment import Environment
 from cudatx.loader.fileview import FileView
 from cudatx.progress import Bar, wanted
@@ -63,7 +64,7 @@ def _scan(env: ExtWorld, folder: Path) -> tuple[Environment, int, int]:
     cache = open_cache({"CUDATX_CACHE_DIR": str(folder)})
     assert cache is not None
     try:
-        found = scan(str(env.venv), ld_library_path=None, cwd=env.work, cache=cache)
+        found = scan(start_query(str(env.venv)), ld_library_path=None, cwd=env.work, cache=cache)
     finally:
         hits, misses = cache.hits, cache.misses
         cache.close()
@@ -127,7 +128,9 @@ def test_a_plans_lost_files_check_is_kept_until_a_folder_of_its_code_changes(
         cache = open_cache({"CUDATX_CACHE_DIR": str(folder)})
         assert cache is not None
         try:
-            found = scan(str(env.venv), ld_library_path=None, cwd=env.work, cache=cache)
+            found = scan(
+                start_query(str(env.venv)), ld_library_path=None, cwd=env.work, cache=cache
+            )
             return ownership.losing_code(found)
         finally:
             cache.close()

@@ -91,11 +91,10 @@ def scanned(target: Target, *, echo: bool = True, changes: bool = False) -> Iter
         bar = Bar(stream, colour=out.coloured(err=True))
     try:
         with scanning(
-            target.python,
+            query,
             ld_library_path=target.ld_library_path,
             use_cache=target.use_cache,
             progress=bar,
-            query=query,
         ) as env:
             if bar is not None:
                 bar.finish()

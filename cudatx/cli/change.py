@@ -175,12 +175,7 @@ def _carry_out(
             env,
             proposal,
             options,
-            lambda: scan(
-                target.python,
-                ld_library_path=env.ld_library_path,
-                cache=env.view.cache,
-                query=query,
-            ),
+            lambda: scan(query, ld_library_path=env.ld_library_path, cache=env.view.cache),
         )
     finally:
         steps.end()

@@ -14,11 +14,11 @@ from cudatx.cli.options import (
     Target,
     TrialRequest,
     UvSource,
+    hook_target_options,
     json_option,
     no_deps_option,
     planning,
     strict_option,
-    target_options,
     trial_options,
     uv_options,
 )
@@ -84,7 +84,7 @@ if TYPE_CHECKING:
 @trial_options()
 @no_deps_option
 @uv_options
-@target_options
+@hook_target_options
 @json_option("the results")
 def check_requirements(
     files: tuple[str, ...],
@@ -118,7 +118,8 @@ def check_requirements(
 
     if not files:
         return 0
-    # Without --python, the discovery the command's target made already (and asked).
+    # Without --python, the discovery the command's target made already (and asked); none
+    # under pre-commit (hook_target_options), whose VIRTUAL_ENV is its own.
     asked = target.query if target.python is None else None
     chosen = hook_target(target.python, asked=asked)
     # Under pre-commit, a --python folder that is not there (the hook's `.venv` on CI, in a

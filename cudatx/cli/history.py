@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from cudatx.cli.options import json_option, other_writers_option, python_option
+from cudatx.cli.options import Target, json_option, python_option, python_target, store_target
 from cudatx.cli.output import Output, confirm
 from cudatx.errors import UsageError
 from cudatx.names import counted
@@ -14,8 +14,7 @@ from cudatx.names import counted
 
 @click.command()
 @click.argument("txn", metavar="[ID]", required=False)
-@python_option
-@other_writers_option
+@python_target
 @click.option("--force", is_flag=True, help="Roll back even where files changed since.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option(
@@ -25,8 +24,7 @@ from cudatx.names import counted
 )
 def rollback(
     txn: str | None,
-    python: str | None,
-    allow_other_writers: bool,
+    chosen: Target,
     force: bool,
     yes: bool,
     dry_run: bool,
@@ -34,15 +32,14 @@ def rollback(
 ) -> int:
     """Put the environment back as it was before transaction ID (default: the latest), from
     the bytes cudatx saved: no network, no package index."""
-    from cudatx.discover.target import require_environment, start_query
     from cudatx.render.history import would_roll_back
     from cudatx.trust import refuse_target_writers
     from cudatx.txn.rollback import pending
     from cudatx.txn.rollback import rollback as roll_back
 
-    require_environment(python)  # before the interpreter runs: it finds, and runs nothing
-    accepted = allow_other_writers
-    target = start_query(python, accept_writers=accepted).result()
+    chosen.require_environment()  # before its answer is awaited: never cudatx's own Python
+    accepted = chosen.allow_other_writers
+    target = chosen.asked().result()
     out.info(f"Using Python {target.version} environment at: {target.prefix}")
     if not dry_run:  # a dry run restores nothing: it may look at anyone's environment
         refuse_target_writers(target, accepted=accepted, what="restores")
@@ -68,12 +65,11 @@ def history(ctx: click.Context, python: str | None, as_json: bool, out: Output) 
     """The transactions recorded for this environment."""
     if ctx.invoked_subcommand is not None:
         return 0
-    from cudatx.discover.target import find_target
     from cudatx.render import colour
     from cudatx.render import history as render
     from cudatx.txn.rollback import history as read_history
 
-    prefix = find_target(python).prefix
+    prefix = store_target(python, out).asked().result().prefix
     journals = read_history(prefix)
     if as_json:
         click.echo(render.to_json(journals, prefix), nl=False)
@@ -82,13 +78,11 @@ def history(ctx: click.Context, python: str | None, as_json: bool, out: Output) 
     return 0
 
 
-def _prefix(python: str | None) -> str:
+def _prefix(python: str | None, out: Output) -> str:
     """The environment of a `history` subcommand: its own --python, else the group's."""
-    from cudatx.discover.target import find_target
-
     parent = click.get_current_context().parent  # the `history` group's, as click parsed it
     chosen = python or (parent.params.get("python") if parent is not None else None)
-    return find_target(chosen).prefix
+    return store_target(chosen, out).asked().result().prefix
 
 
 @history.command("prune")
@@ -98,7 +92,7 @@ def history_prune(keep: int, python: str | None, out: Output) -> int:
     """Free the snapshots of older transactions (never the latest); journals stay."""
     from cudatx.txn.rollback import prune
 
-    pruned = prune(_prefix(python), keep)
+    pruned = prune(_prefix(python, out), keep)
     n = len(pruned)
     out.echo(f"Freed the snapshot{'s' * (n != 1)} of {counted(n, 'transaction')}.")
     return 0
@@ -116,7 +110,7 @@ def history_show(txn: str | None, python: str | None, as_json: bool, out: Output
     from cudatx.txn.rollback import chosen
     from cudatx.txn.store import Store
 
-    journal = chosen(Store(_prefix(python)), txn, nothing="nothing to show")
+    journal = chosen(Store(_prefix(python, out)), txn, nothing="nothing to show")
     if as_json:
         click.echo(render.show_json(journal), nl=False)
     else:

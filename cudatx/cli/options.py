@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import click
 
 from cudatx.cli.output import Output
-from cudatx.errors import CudatxError, UsageError
+from cudatx.errors import CudatxError, EnvironmentNotFound, UsageError
 
 if TYPE_CHECKING:
     from cudatx.discover.target import Query
@@ -59,7 +59,7 @@ class Target(NamedTuple):
     again at each scan (cudatx.discover.target.site_path)."""
 
     python: str | None  # as --python named it
-    query: Query | None  # the interpreter, being asked; None where it was not found
+    query: Query | None  # the interpreter, being asked; None where not found (or not sought)
     unfound: CudatxError | None  # why not (raised when the command first needs it)
     ld_library_path: str | None  # the option, else LD_LIBRARY_PATH; None for none
     use_cache: bool  # not --no-cache
@@ -144,12 +144,18 @@ def target(
     progress: bool,
     allow_other_writers: bool,
     output: Output,
+    discover: bool = True,
 ) -> Target:
     """A Target, its interpreter being asked; a refusal to find the interpreter waits in the
-    value until the command needs it. The one place a command's target is made."""
+    value until the command needs it. The one place a command's target is made.
+    `discover`: False where no --python means the command finds its environment itself (the
+    pre-commit hook's): then nothing is asked, and the target has no query."""
     import os
 
-    query, unfound = _ask(python, allow_other_writers)
+    query: Query | None = None
+    unfound: CudatxError | None = EnvironmentNotFound("no --python, and none is looked for")
+    if python or discover:
+        query, unfound = _ask(python, allow_other_writers)
     if ld_library_path is None:
         ld_library_path = os.environ.get("LD_LIBRARY_PATH")
     return Target(
@@ -165,6 +171,36 @@ def target(
     )
 
 
+def store_target(python: str | None, out: Output, *, allow_other_writers: bool = False) -> Target:
+    """The target of a command that scans nothing (rollback, history, trace): --python found
+    and asked as for every command (`target`), with the scan's settings left at their
+    defaults, which such a command never reads."""
+    return target(
+        python,
+        None,
+        use_cache=True,
+        progress=True,
+        allow_other_writers=allow_other_writers,
+        output=out,
+    )
+
+
+def python_target(command: F) -> F:
+    """--python and --allow-other-writers, for the commands that scan nothing but read or
+    write the environment's store (rollback, trace): the command receives them as `chosen:
+    Target` (store_target), and its output settings as `out` still."""
+    run = command
+
+    @functools.wraps(run)
+    def started(
+        *args: Any, python: str | None, allow_other_writers: bool, out: Output, **kwargs: Any
+    ) -> Any:
+        chosen = store_target(python, out, allow_other_writers=allow_other_writers)
+        return run(*args, chosen=chosen, out=out, **kwargs)
+
+    return _apply(cast(F, started), [python_option, other_writers_option])
+
+
 def target_options(command: F) -> F:
     """--python, --ld-library-path, --allow-other-writers, --no-cache and --no-progress, for
     the subcommands that replay the loader; the command receives them, with its output
@@ -173,6 +209,18 @@ def target_options(command: F) -> F:
     The target interpreter is asked about itself (a subprocess) as the command starts,
     before the command imports the core: the two overlap, and the scan collects the answer.
     """
+    return _target_options(command, hook=False)
+
+
+def hook_target_options(command: F) -> F:
+    """target_options for `check-requirements`, the pre-commit hook's command: under
+    pre-commit with no --python nothing is asked as the command starts, since pre-commit's
+    VIRTUAL_ENV is its own environment, never the one checked; the command finds the
+    project's .venv (cudatx.discover.target.hook_target) and asks that, once."""
+    return _target_options(command, hook=True)
+
+
+def _target_options(command: F, *, hook: bool) -> F:
     run = command
 
     @functools.wraps(run)
@@ -186,6 +234,11 @@ def target_options(command: F) -> F:
         out: Output,
         **kwargs: Any,
     ) -> Any:
+        discover = True
+        if hook:
+            from cudatx.discover.target import under_pre_commit
+
+            discover = not under_pre_commit()
         chosen = target(
             python,
             ld_library_path,
@@ -193,6 +246,7 @@ def target_options(command: F) -> F:
             progress=not no_progress,
             allow_other_writers=allow_other_writers,
             output=out,
+            discover=discover,
         )
         return run(*args, target=chosen, **kwargs)
 

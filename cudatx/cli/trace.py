@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cudatx.cli.app import refuse_unfinished
-from cudatx.cli.options import json_option, other_writers_option, python_option
+from cudatx.cli.options import Target, json_option, python_target
 from cudatx.cli.output import Output
 from cudatx.errors import UsageError
 from cudatx.names import counted
@@ -13,8 +13,7 @@ from cudatx.names import counted
 
 @click.command(context_settings={"allow_interspersed_args": False})
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[--] CMD [ARGS]...")
-@python_option
-@other_writers_option
+@python_target
 @click.option("--list", "listing", is_flag=True, help="List the records kept for the environment.")
 @click.option(
     "--clear",
@@ -24,8 +23,7 @@ from cudatx.names import counted
 @json_option("the records (with --list)")
 def trace(
     command: tuple[str, ...],
-    python: str | None,
-    allow_other_writers: bool,
+    chosen: Target,
     listing: bool,
     clear: bool,
     as_json: bool,
@@ -34,7 +32,6 @@ def trace(
     """Run CMD in the environment with the loader reporting (LD_DEBUG), and keep what it
     mapped: plans and doctor then count those loads as `observed`. Exits with CMD's own
     exit code."""
-    from cudatx.discover.target import require_environment, start_query
     from cudatx.discover.traces import read_traces
     from cudatx.render import trace as render
 
@@ -46,8 +43,9 @@ def trace(
         raise UsageError("--list takes no command")
     if not (listing or clear or command):
         raise UsageError("trace needs a command: cudatx trace [--python ENV] -- CMD [ARGS...]")
-    require_environment(python)  # a record is written into the environment: never cudatx's own
-    target = start_query(python, accept_writers=allow_other_writers).result()
+    chosen.require_environment()  # a record is written into the environment: never cudatx's own
+    target = chosen.asked().result()
+    allow_other_writers = chosen.allow_other_writers
     if listing:
         traces, _ = read_traces(target.prefix, strict=True)
         if as_json:

@@ -40,14 +40,14 @@ def run_demo(folder: Path, *, compiler: str | None) -> DemoRun:
     """Build the demo environment in `folder`, then run doctor, why and a removal's plan."""
     built = build_demo(folder, compiler=compiler)
     query = start_query(str(built.venv))  # asked once: the rescan after the trace reuses it
-    env = scan(str(built.venv), ld_library_path=None, query=query)
+    env = scan(query, ld_library_path=None)
     # Where the demo's wheels are, so that the repair the plan suggests stages them, offline.
     where = ("--offline", "--find-links", str(built.wheels))
     planning = Planning(uv_options=where)
     plan = propose_removal(env, (REMOVE,), (), planning).plan
     before = propose_removal(env, (PLUGIN.name,), (), planning).plan
     traced = trace(env.target, TRACED, cwd=str(folder))
-    rescanned = scan(str(built.venv), ld_library_path=None, query=query)
+    rescanned = scan(query, ld_library_path=None)
     after = propose_removal(rescanned, (PLUGIN.name,), (), planning).plan
     return DemoRun(
         built=built,

@@ -337,7 +337,7 @@ def locate_interpreter(
     # As uv does without a virtual environment (`uv pip list`): the first Python on PATH,
     # never cudatx's own interpreter, which is pipx's or `uv tool`'s private venv once
     # cudatx is installed the way tools are (its own packages are not what anyone asked
-    # about). Only reading commands get here: a change refuses (require_environment).
+    # about). Only reading commands get here: a change refuses (refuse_fallback).
     for name in ("python3", "python"):
         on_path = shutil.which(name, path=environ.get("PATH", os.defpath))
         if on_path is not None:
@@ -348,19 +348,11 @@ def locate_interpreter(
     )
 
 
-def require_environment(
-    python: str | None, environ: Mapping[str, str] | None = None, cwd: Path | None = None
-) -> None:
-    """Refuse a change when nothing names an environment (no --python, VIRTUAL_ENV,
-    CONDA_PREFIX or .venv): changing cudatx's own interpreter is never what was meant. uv
-    refuses the same way ("No virtual environment found", `uv pip install` without --system).
-    """
-    env = os.environ if environ is None else environ
-    refuse_fallback(locate_interpreter(python, env, cwd or Path.cwd())[1])
-
-
 def refuse_fallback(found_by: str) -> None:
-    """require_environment, for an interpreter already found (`found_by` says how)."""
+    """Refuse a change when nothing named an environment (no --python, VIRTUAL_ENV,
+    CONDA_PREFIX or .venv; `found_by` says what found the interpreter): changing cudatx's own
+    interpreter is never what was meant. uv refuses the same way ("No virtual environment
+    found", `uv pip install` without --system)."""
     if found_by == FALLBACK:
         raise NoVirtualEnvironment(
             "No virtual environment found; pass --python PATH (an interpreter or an "
@@ -545,6 +537,12 @@ def find_target(
     return start_query(python, environ, cwd).result()
 
 
+def under_pre_commit(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether cudatx runs as a pre-commit hook (PRE_COMMIT set): its VIRTUAL_ENV is then
+    pre-commit's own environment, never the one the hook checks (hook_target)."""
+    return bool((os.environ if environ is None else environ).get("PRE_COMMIT"))
+
+
 def hook_target(
     python: str | None,
     environ: Mapping[str, str] | None = None,
@@ -564,13 +562,13 @@ def hook_target(
     """
     env = os.environ if environ is None else environ
     here = cwd or Path.cwd()
-    if python and env.get("PRE_COMMIT") and missing_environment(python, env, here):
+    if python and under_pre_commit(env) and missing_environment(python, env, here):
         # The hook's `args: [--python, .venv]` on CI or in a fresh clone, where no .venv
         # was made: the same as no environment, so that one snippet serves both.
         return None
     if python:
         return python
-    if env.get("PRE_COMMIT"):
+    if under_pre_commit(env):
         venv = here / ".venv"
         return str(venv) if venv.is_dir() else None
     try:

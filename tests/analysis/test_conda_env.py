@@ -24,6 +24,7 @@ import pytest
 from cudatx.analysis.cuda import cuda_major_of_dist
 from cudatx.discover.catalog import load_catalog
 from cudatx.discover.owners.conda import read_conda_records
+from cudatx.discover.target import start_query
 from cudatx.errors import ExitCode
 from cudatx.scan import scan
 from tests.loader.test_symbols_judge import ext_source
@@ -250,7 +251,7 @@ def test_why_names_both_owners_and_whose_bytes(world: CondaWorld) -> None:
 
 
 def test_cuda_major_of_conda_packages(world: CondaWorld) -> None:
-    env = scan(str(world.venv), ld_library_path=None)
+    env = scan(start_query(str(world.venv)), ld_library_path=None)
     cudnn = env.distribution("conda:cudnn")
     version = env.distribution("conda:cuda-version")
     assert cudnn is not None and version is not None

@@ -25,6 +25,7 @@ from cudatx.analysis.cuda import (
     torch_cuda,
 )
 from cudatx.analysis.ownership import co_owned, hollow, losing_code
+from cudatx.discover.target import start_query
 from cudatx.elf.reader import read_elf
 from cudatx.environment import Environment
 from cudatx.scan import scan
@@ -149,7 +150,7 @@ def _venv(root: Path, *batches: list[Path], remove: tuple[str, ...] = ()) -> Ins
         uv_install(venv, batch)
     if remove:
         uv_uninstall(venv, list(remove))
-    return Installed(venv, site_packages(venv), scan(str(venv), ld_library_path=None))
+    return Installed(venv, site_packages(venv), scan(start_query(str(venv)), ld_library_path=None))
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import networkx as nx
 import pytest
 
 from cudatx.analysis.graph import around, build_graph
+from cudatx.discover.target import start_query
 from cudatx.environment import Environment
 from cudatx.errors import ExitCode, NotInEnvironment
 from cudatx.render.graph import FORMATS, render
@@ -85,7 +86,7 @@ def fx(tmp_path_factory: pytest.TempPathFactory) -> Fixture:
     venv = make_venv(root / "venv")
     uv_install(venv, built)
     site = site_packages(venv)
-    env = scan(str(venv), ld_library_path=None)
+    env = scan(start_query(str(venv)), ld_library_path=None)
     ext_key = env.keys(str(site / "gxapp" / ext.name))
     return Fixture(site, env, build_graph(env), ext_key)
 

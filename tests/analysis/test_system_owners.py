@@ -26,6 +26,7 @@ import pytest
 from cudatx.analysis.doctor import diagnose
 from cudatx.analysis.why import explain
 from cudatx.discover.owners.dpkg import ADMINDIR_VARIABLE
+from cudatx.discover.target import start_query
 from cudatx.planning.change import Planning, propose_removal
 from cudatx.scan import scan
 from tests.loader.test_symbols_judge import V12, ext_source, functions
@@ -228,13 +229,15 @@ def test_nothing_is_read_until_a_report_names_a_file_outside(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ADMINDIR_VARIABLE, str(world.admindir))
-    env = scan(str(world.venv), ld_library_path=None)  # healthy without the system folder
+    env = scan(
+        start_query(str(world.venv)), ld_library_path=None
+    )  # healthy without the system folder
     assert env.system_packages is not None
     assert not [p for p in diagnose(env).problems if p.severity == "error"]
     propose_removal(env, ("llvusers",), (), Planning())
     explain(env, "libllv.so")  # found inside: a wheel owns it
     assert env.system_packages.lists_read == 0
-    env = scan(str(world.venv), ld_library_path=world.library_path)
+    env = scan(start_query(str(world.venv)), ld_library_path=world.library_path)
     explain(env, "libllv.so")
     assert env.system_packages is not None and env.system_packages.lists_read == 2
 

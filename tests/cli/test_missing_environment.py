@@ -26,7 +26,21 @@ NO_ENVIRONMENT = 3  # cudatx/errors.py, docs/commands.md "Exit codes"
         ),
     ],
 )
-@pytest.mark.parametrize("command", [("doctor",), ("remove", "x", "--dry-run"), ("install", "x")])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("doctor",),
+        ("remove", "x", "--dry-run"),
+        ("install", "x"),
+        # These scan nothing, and take --python as the others do (cudatx.cli.options.Target).
+        ("history",),
+        ("history", "show"),
+        ("history", "prune", "--keep", "1"),
+        ("rollback", "--dry-run"),
+        ("rollback", "--yes"),
+        ("trace", "--list"),
+    ],
+)
 def test_a_missing_environment_is_one_line(
     tmp_path: Path, value: str, said: str, command: tuple[str, ...]
 ) -> None:

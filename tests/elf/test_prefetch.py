@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatx.discover.target import start_query
 from cudatx.elf.prefetch import RodataPrefetch
 from cudatx.elf.reader import rodata_sonames
 from cudatx.scan import scan
@@ -76,6 +77,6 @@ def test_a_child_that_dies_leaves_the_reading_to_the_scan(objects: list[str]) ->
 def test_a_scan_leaves_no_child(tmp_path: Path) -> None:
     venv = make_venv(tmp_path / "venv")
     before = _children()
-    env = scan(str(venv), ld_library_path=None)
+    env = scan(start_query(str(venv)), ld_library_path=None)
     assert env.loads is not None
     assert _children() == before

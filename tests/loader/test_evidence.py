@@ -28,6 +28,7 @@ from cudatx.analysis.doctor import DoctorReport, diagnose
 from cudatx.analysis.why import explain
 from cudatx.demo.build import torch_init_py
 from cudatx.discover.catalog import load_catalog
+from cudatx.discover.target import start_query
 from cudatx.environment import Environment
 from cudatx.loader.process import LoadResult
 from cudatx.models import Evidence, How, Resolution, Status
@@ -164,7 +165,7 @@ def _install(root: Path, wheels: Sequence[Path], remove: Sequence[str] = ()) -> 
     site = site_packages(venv)
     for relative in remove:  # gone from disk, still listed by its RECORD
         os.remove(site / relative)
-    env = scan(str(venv), ld_library_path=None)
+    env = scan(start_query(str(venv)), ld_library_path=None)
     return Venv(venv, site, env, diagnose(env))
 
 

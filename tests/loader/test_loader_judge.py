@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatx.discover.target import start_query
 from cudatx.environment import Environment
 from cudatx.loader.process import LoadResult
 from cudatx.models import How, Outcome, Resolution, Status
@@ -183,14 +184,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def plain(installed: tuple[Path, Path]) -> Fixture:
     venv, site = installed
-    return Fixture(venv, site, scan(str(venv), ld_library_path=None))
+    return Fixture(venv, site, scan(start_query(str(venv)), ld_library_path=None))
 
 
 @pytest.fixture(scope="module")
 def with_llp(installed: tuple[Path, Path]) -> Fixture:
     venv, site = installed
     llp = str(site / "llp" / "env")
-    return Fixture(venv, site, scan(str(venv), ld_library_path=llp))
+    return Fixture(venv, site, scan(start_query(str(venv)), ld_library_path=llp))
 
 
 def _load(env: Environment, package: str) -> LoadResult:

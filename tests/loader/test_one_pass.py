@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from cudatx.discover.target import start_query
 from cudatx.models import Evidence, Status
 from cudatx.scan import scan
 from tests.loader.test_symbols_judge import _World, ext_source, functions
@@ -51,7 +52,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 def test_every_failure_of_one_import_is_named_in_one_pass(world: tuple[Path, Path]) -> None:
     venv, fixes = world
-    env = scan(str(venv), ld_library_path=None)
+    env = scan(start_query(str(venv)), ld_library_path=None)
     (load,) = [ld for ld in env.loads if "/three/" in ld.root]
     failed = [
         r
@@ -82,6 +83,6 @@ def test_every_failure_of_one_import_is_named_in_one_pass(world: tuple[Path, Pat
     assert not third.ok and "undefined symbol: h" in (third.error or "")
     # With every name found (the missing one on LD_LIBRARY_PATH), one pass names the version
     # and the symbol; glibc names the version, then, that made good too, the symbol.
-    again = scan(str(venv), ld_library_path=str(fixes / "gone"))
+    again = scan(start_query(str(venv)), ld_library_path=str(fixes / "gone"))
     (load,) = [ld for ld in again.loads if "/three/" in ld.root]
     assert sorted(r.missing for r in load.resolutions if r.missing) == [("`V2'",), ("h",)]

@@ -22,6 +22,7 @@ from cudatx.analysis.doctor import diagnose
 from cudatx.analysis.problems import Problem
 from cudatx.analysis.why import explain
 from cudatx.demo.build import torch_init_py
+from cudatx.discover.target import start_query
 from cudatx.elf import reader
 from cudatx.elf.exports import Hashed, Table
 from cudatx.environment import Environment
@@ -316,7 +317,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     wheels = w.wheels(root / "wheels") + _torch(w, root / "wheels") + _pinned(w, root / "wheels")
     venv = make_venv(root / "venv")
     uv_install(venv, wheels)
-    return World(venv, site_packages(venv), scan(str(venv), ld_library_path=None))
+    return World(venv, site_packages(venv), scan(start_query(str(venv)), ld_library_path=None))
 
 
 def _load(env: Environment, package: str, module: str = "_ext") -> LoadResult:
@@ -413,7 +414,7 @@ def test_ld_library_path_copy_lacking_a_version(world: World) -> None:
     old = str(world.site / "llv_old" / "lib")
     real = observed(world, "import llv._ext\n", ld_library_path=old)
     assert real is not None and "version `V2' not found" in real
-    env = scan(str(world.venv), ld_library_path=old)
+    env = scan(start_query(str(world.venv)), ld_library_path=old)
     assert predicted(_load(env, "llv")) == real
 
 
@@ -478,7 +479,7 @@ def test_doctor_names_both_files_of_an_ld_library_path_shadow(world: World) -> N
     old = world.site / "llv_old" / "lib"
     outside = old.parent.parent.parent / "outside"  # a folder no distribution lists
     shutil.copytree(old, outside, dirs_exist_ok=True)
-    env = scan(str(world.venv), ld_library_path=str(outside))
+    env = scan(start_query(str(world.venv)), ld_library_path=str(outside))
     problem = _problems(env)["llv"]
     assert problem.code == "missing-version"
     assert f"{outside}/libllv.so, outside the environment" in problem.why
@@ -506,7 +507,7 @@ def test_why_shows_what_needers_want_and_whether_the_file_has_it(world: World) -
 def test_why_names_the_file_that_has_it_under_an_ld_library_path_shadow(world: World) -> None:
     outside = world.site.parent / "outside-why"
     shutil.copytree(world.site / "llv_old" / "lib", outside, dirs_exist_ok=True)
-    env = scan(str(world.venv), ld_library_path=str(outside))
+    env = scan(start_query(str(world.venv)), ld_library_path=str(outside))
     (route,) = explain(env, "libllv.so").routes
     (want,) = route.wanted
     assert route.path == f"{outside}/libllv.so" and want.missing == ("`V2'", "f2@V2")

@@ -36,6 +36,7 @@ from zipfile import ZipFile
 import pytest
 
 from cudatx.discover.catalog import load_catalog
+from cudatx.discover.target import start_query
 from cudatx.documents import dump
 from cudatx.planning.change import Planning, propose_removal
 from cudatx.planning.models import name_version
@@ -502,7 +503,7 @@ def test_select_by_cuda_major_on_real_layouts(
 
 
 def test_cuda_majors_partition_the_library_distributions(cuda: Path) -> None:
-    env = scan(os.fspath(cuda), ld_library_path=None)
+    env = scan(start_query(os.fspath(cuda)), ld_library_path=None)
     twelve = {d.name for d in select(env, ("cuda:12",))}
     thirteen = {d.name for d in select(env, ("cuda:13",))}
     assert not twelve & thirteen
@@ -796,7 +797,7 @@ def test_the_plan_matches_a_real_uninstall_and_the_repair_repairs(
 
 
 def test_plan_removal_is_what_the_cli_prints(trap: Path, work: Path) -> None:
-    env = scan(os.fspath(trap), ld_library_path=None)
+    env = scan(start_query(os.fspath(trap)), ld_library_path=None)
     chosen = select(env, (CU12,))
     plain = plan_change(env, chosen, (), PlanOptions(repair=False))
     repaired = propose_removal(env, (CU12,), (), Planning(PlanOptions(repair=True))).plan

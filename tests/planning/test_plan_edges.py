@@ -97,12 +97,13 @@ def test_a_change_the_replay_never_read_is_not_replayed(
 ) -> None:
     """Removing what no replay read (data files) reuses the first replay; the plan is the
     one a second replay gives. Removing a library it loaded replays again."""
+    from cudatx.discover.target import start_query
     from cudatx.planning import plan as planner
     from cudatx.planning import simulate as simulation
     from cudatx.planning.selection import select
     from cudatx.scan import scan
 
-    env = scan(str(venv), ld_library_path=None, cwd=venv)
+    env = scan(start_query(str(venv)), ld_library_path=None, cwd=venv)
     data = select(env, ("extra-a",))
     shortcut = planner.plan_change(env, data, (), planner.PlanOptions())
     after = simulation.simulate(env, data)

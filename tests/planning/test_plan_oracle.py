@@ -52,6 +52,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
+from cudatx.discover.target import start_query
 from cudatx.scan import scan
 from tests.support import (
     build_wheel,
@@ -513,7 +514,7 @@ def dry_run(venv: Path, layout: Layout, cwd: Path) -> DryRun:
 
 def loadable_by_cudatx(venv: Path, layout: Layout) -> dict[str, bool]:
     """Which modules cudatx's scan loads (its "before"), keyed like the imports."""
-    env = scan(os.fspath(venv), ld_library_path=layout.llp(venv))
+    env = scan(start_query(os.fspath(venv)), ld_library_path=layout.llp(venv))
     site = site_packages(venv)
     found = {}
     for load in env.loads:

@@ -40,6 +40,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
+from cudatx.discover.target import start_query
 from cudatx.scan import scan
 from tests.loader.test_symbols_judge import ext_source
 from tests.planning.test_plan_oracle import Import, import_module, module_of
@@ -372,7 +373,7 @@ def run_example(pool: Pool, layout: Layout, where: Path, executor: ThreadPoolExe
     else:
         uv_uninstall(copy, [f"prov{i}"])
     after = imports(copy)
-    env = scan(os.fspath(venv), ld_library_path=None)
+    env = scan(start_query(os.fspath(venv)), ld_library_path=None)
     site = site_packages(venv)
     scanned = {module_of(ld.root, site): ld.ok for ld in env.loads}
     return Outcome(before, after, scanned, planned.result(), venv, copy)

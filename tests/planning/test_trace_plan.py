@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from cudatx.discover.target import start_query
 from cudatx.models import Status
 from cudatx.scan import scan
 from tests.support import (
@@ -266,7 +267,7 @@ def test_each_process_is_recorded_and_alike_ones_are_replayed_once(w: World) -> 
     assert done.returncode == 0 and done.stdout == "answer 42\nanswer 42\n", done.stderr
     (record,) = json.loads(cudatx("trace", "--list", "--json", "-p", w.venv).stdout)["traces"]
     assert len(record["processes"]) == 2 and record["others"] >= 1
-    env = scan(str(w.venv), ld_library_path=None)
+    env = scan(start_query(str(w.venv)), ld_library_path=None)
     (replayed,) = env.observed
     assert replayed.trace == record["id"]
     assert any(r.name == PLUG and r.status is Status.RESOLVED for r in replayed.resolutions)

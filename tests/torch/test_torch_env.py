@@ -49,10 +49,11 @@ def test_why_libcudnn_names_cudnn_cu13_and_torch_rpath(env: Path) -> None:
 
 
 def test_every_torch_extension_resolves(env: Path) -> None:
+    from cudatx.discover.target import start_query
     from cudatx.models import Evidence, Status
     from cudatx.scan import scan
 
-    scanned = scan(str(env), ld_library_path=None)
+    scanned = scan(start_query(str(env)), ld_library_path=None)
     torch_roots = [ld for ld in scanned.loads if "/torch/" in ld.root]
     assert any(ld.root.endswith(".so") and "/torch/_C." in ld.root for ld in torch_roots)
     unmet = [

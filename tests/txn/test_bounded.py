@@ -163,13 +163,14 @@ def test_withholding_resolves_each_folder_once_not_each_entry(
     each folder's realpath once per pass. Before, os.path.realpath ran 4 times an entry,
     each lstat()ing every part of the path (the 129 s of the 10^6-row dry run)."""
     from cudatx.discover import confinement
+    from cudatx.discover.target import start_query
     from cudatx.scan import scan
     from tests.support.big_record import grow_record
 
     grow_record(world.record, 20_000)
     [pure] = [
         d
-        for d in scan(os.fspath(world.venv), ld_library_path=None).distributions
+        for d in scan(start_query(os.fspath(world.venv)), ld_library_path=None).distributions
         if d.name == "pure"
     ]
     calls = 0

@@ -147,13 +147,16 @@ def test_two_applies_launched_together_exactly_one_proceeds(world: World, trial:
 def test_a_plan_made_before_another_change_finished_is_refused_under_the_lock(
     world: World,
 ) -> None:
+    from cudatx.discover.target import start_query
     from cudatx.errors import Busy
     from cudatx.planning.change import Planning, propose_removal
     from cudatx.scan import scan
     from cudatx.txn.apply import ApplyOptions, apply_change
     from tests.support import uv_uninstall
 
-    env = scan(os.fspath(world.venv), environ={}, cwd=world.work, ld_library_path=None)
+    env = scan(
+        start_query(os.fspath(world.venv), {}, world.work), cwd=world.work, ld_library_path=None
+    )
     proposal = propose_removal(env, ("pure",), (), Planning())
     uv_uninstall(world.venv, ["other"])  # another change, finished after the plan was made
     after_other = world.digest()

@@ -95,11 +95,46 @@ def test_the_interpreter_is_asked_once_per_command_the_rescan_included(world: Wo
     assert "Applied as transaction" in applied.stderr, applied.stderr
     assert not (world.site / "other").exists()
     assert _asked(count) == 1
-    for args in (("history",), ("rollback", "--dry-run"), ("rollback", "--yes")):
+    for args in (
+        ("history",),
+        ("history", "show"),
+        ("trace", "--list"),
+        ("rollback", "--dry-run"),
+        ("rollback", "--yes"),
+    ):
         done = _run(world, python, *args)
         assert done.returncode == 0, (args, done.stderr)
         assert _asked(count) == 1, args
     assert (world.site / "other").is_dir()  # rolled back
+
+
+def test_the_hook_asks_the_interpreter_once_under_pre_commit(world: World) -> None:
+    """pre-commit runs a hook with VIRTUAL_ENV set to its own environment, which the hook
+    never checks: the project's .venv is asked, and pre-commit's interpreter is not."""
+    python, count = _counting(world)
+    hooks = world.work / "pre-commit-env"  # pre-commit's own, counted as the target is
+    (hooks / "bin").mkdir(parents=True)
+    (hooks / "bin" / "python").symlink_to(python)
+    project = world.work / "project"
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "python").symlink_to(python)
+    pins = project / "requirements.txt"
+    pins.write_text("pure==1.0\nother==1.0\n")
+    env = {"PRE_COMMIT": "1", "VIRTUAL_ENV": os.fspath(hooks)}
+    for python_args in ((), ("--python", ".venv")):
+        done = cudatx(
+            "check-requirements",
+            "requirements.txt",
+            "--offline",
+            *python_args,
+            cwd=project,
+            hide=(*HIDDEN, "UV_*", "PIP_*", "CONDA_PREFIX"),
+            env={"UV_CACHE_DIR": os.fspath(world.work / "uv-cache"), "UV_NO_CONFIG": "1", **env},
+            stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, (python_args, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert _asked(count) == 1, python_args
 
 
 def test_a_pth_file_added_after_the_query_is_on_the_next_sys_path(
