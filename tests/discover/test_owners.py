@@ -16,6 +16,7 @@ import pytest
 
 from cudatx.analysis.doctor import diagnose
 from cudatx.discover.owners import Owns, register, unregister
+from cudatx.discover.target import start_query
 from cudatx.environment import Environment
 from cudatx.errors import ForeignOwned
 from cudatx.models import Distribution, Finding, PackageRecord, PythonTarget, RecordEntry
@@ -173,7 +174,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _scan(venv: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Environment:
     monkeypatch.setenv("CUDATX_CACHE_DIR", str(tmp_path / "cache"))
-    return scan(str(venv), ld_library_path=None)
+    return scan(start_query(str(venv)), ld_library_path=None)
 
 
 def test_the_toy_owner_lists_its_library(
