@@ -1,4 +1,5 @@
-"""uv, run as a program: cudatx never reimplements installing."""
+"""uv, run as a program: cudatx never reimplements installing. Every command line of uv's
+cudatx runs (or tells a user to run) is spelled here, by the builders below pip_argv."""
 
 from __future__ import annotations
 
@@ -63,11 +64,11 @@ class UvOptions(Frozen, kw_only=False):
 def pip_argv(
     command: str, prefix: str, *flags: str, options: UvOptions | Sequence[str] = ()
 ) -> list[str]:
-    """`uv pip COMMAND --python PREFIX FLAGS... OPTIONS...`: every uv cudatx runs, built here;
-    the caller appends what to act on. OPTIONS are the user's (UvOptions, or uv's words for
-    them as a requirements file gives them): uv refuses a flag given twice (the staging's
-    own --no-deps and the user's), and `uv pip sync` has no --no-deps, since it installs
-    exactly what its files list anyway.
+    """`uv pip COMMAND --python PREFIX FLAGS... OPTIONS...`: what every `uv pip` cudatx runs
+    starts with (the builders below it); the caller appends what to act on. OPTIONS are the
+    user's (UvOptions, or uv's words for them as a requirements file gives them): uv refuses
+    a flag given twice (the staging's own --no-deps and the user's), and `uv pip sync` has
+    no --no-deps, since it installs exactly what its files list anyway.
 
     An install, sync or compile gets `--only-binary :all:` unless OPTIONS hold ALLOW_BUILD:
     uv then resolves, stages and installs from wheels only ("resolving will not run code",
@@ -97,6 +98,103 @@ def pip_argv(
             raise NeedsBuild(needs_build([f"{n} (--no-binary {n})" for n in binary]))
         last = ("--only-binary", ":all:")
     return ["pip", command, "--python", prefix, *flags, *words, *last]
+
+
+class UvStep(Frozen, kw_only=False):
+    """One uv command of a change: its phase ("uninstall", "install" or "reinstall"), its
+    whole command line (the uv binary first) and how many packages it changes."""
+
+    phase: str
+    argv: tuple[str, ...]
+    packages: int
+
+
+def reinstall_flags(name: str) -> tuple[str, ...]:
+    """uv's words that reinstall NAME: `--reinstall-package` implies uv's
+    `--refresh-package`, so uv reads a local wheel again where its cache holds an older file
+    of that path and modification time (seen with uv 0.13.9)."""
+    return ("--reinstall-package", name)
+
+
+def change_steps(
+    uv: str,
+    prefix: str,
+    removing: Sequence[str],
+    installing: Sequence[str],
+    reinstalling: Sequence[tuple[str, str]],
+    options: UvOptions | Sequence[str],
+    install_flags: Sequence[str] = (),
+) -> list[UvStep]:
+    """The uv commands that change the environment at `prefix`, in order: uninstall
+    `removing` (names), install `installing` (specs) with --no-deps, then reinstall each of
+    `reinstalling` ((name, spec)) with --no-deps. `install_flags` go to every install."""
+    steps = []
+    if removing:
+        argv = (uv, *pip_argv("uninstall", prefix), *removing)
+        steps.append(UvStep("uninstall", argv, len(removing)))
+    flags = ("--no-deps", *install_flags)
+    if installing:
+        argv = (uv, *pip_argv("install", prefix, *flags, options=options), *installing)
+        steps.append(UvStep("install", argv, len(installing)))
+    for name, spec in reinstalling:
+        words = pip_argv("install", prefix, *flags, *reinstall_flags(name), options=options)
+        steps.append(UvStep("reinstall", (uv, *words, spec), 1))
+    return steps
+
+
+def dry_run_argv(
+    command: str, prefix: str, args: Sequence[str], options: UvOptions | Sequence[str]
+) -> list[str]:
+    """`uv pip COMMAND --dry-run ... ARGS` (COMMAND: install or sync): what would change."""
+    return [*pip_argv(command, prefix, "--dry-run", options=options), *args]
+
+
+def staging_argv(
+    prefix: str,
+    folder: str,
+    specs: Sequence[str],
+    options: UvOptions | Sequence[str],
+    flags: Sequence[str] = (),
+) -> list[str]:
+    """`uv pip install --prefix FOLDER --no-deps FLAGS ... SPECS`: `specs` installed under
+    `folder` as uv would install them into the environment at `prefix` (the staging)."""
+    argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", *flags, options=options)
+    return [*argv, *specs]
+
+
+def lock_argv(
+    prefix: str, requirements: str, lock: str, options: Sequence[str], *, no_deps: bool
+) -> list[str]:
+    """`uv pip compile -v --format pylock.toml ... -o LOCK REQUIREMENTS`: uv's resolution of
+    `requirements` for the environment at `prefix`, written to `lock` (which uv requires be
+    named pylock.toml), its choices said on stderr (-v)."""
+    flags = ("--no-deps",) if no_deps else ()
+    argv = pip_argv("compile", prefix, *flags, "-v", "--format", "pylock.toml", options=options)
+    return [*argv, "-o", lock, "--no-header", requirements]
+
+
+def annotated_argv(
+    prefix: str, requirements: str, options: Sequence[str], *, no_deps: bool
+) -> list[str]:
+    """`uv pip compile -q --annotation-style line ... REQUIREMENTS`: the same resolution,
+    each pin with what brings it in."""
+    flags = ("--no-deps",) if no_deps else ()
+    argv = pip_argv("compile", prefix, *flags, "-q", "--annotation-style", "line", options=options)
+    return [*argv, "--no-header", requirements]
+
+
+def local_install_argv(prefix: str, flags: Sequence[str]) -> list[str]:
+    """`uv pip install --python PREFIX FLAGS`, as given (no `--only-binary`): an install
+    of wheels the caller made itself (the demo's); the caller appends what to install."""
+    return ["pip", "install", "--python", prefix, *flags]
+
+
+def reinstall_words(prefix: str, names: Sequence[str], flags: Sequence[str]) -> list[str]:
+    """`uv pip install --python PREFIX --reinstall-package NAME... --no-deps FLAGS`: the
+    reinstall cudatx tells a user to run (cudatx.analysis.commands); the caller puts uv's
+    name first and appends what to reinstall."""
+    again = [w for name in names for w in reinstall_flags(name)]
+    return ["pip", "install", "--python", prefix, *again, "--no-deps", *flags]
 
 
 def _no_binary(words: Sequence[str]) -> list[str]:

@@ -145,3 +145,44 @@ def test_imports_go_down_the_pipeline() -> None:
 def test_every_stage_is_a_package_of_the_tree() -> None:
     stages = {_stage(_module(p)) for p in PACKAGE.rglob("*.py")}
     assert stages == set(ORDER)
+
+
+_UV_SUBCOMMANDS = {"install", "uninstall", "sync", "compile"}
+
+
+def _spells_uv_pip(words: list[ast.expr]) -> bool:
+    """`"pip"` followed by one of uv's pip subcommands among `words` (a list, a tuple, a
+    call's arguments); `-m pip` is pip's own command line, not uv's."""
+    texts = [w.value if isinstance(w, ast.Constant) else None for w in words]
+    for at, text in enumerate(texts):
+        after = texts[at + 1 :]
+        if text == "pip" and texts[at - 1 : at] != ["-m"] and _UV_SUBCOMMANDS & set(after):
+            return True
+    return False
+
+
+def test_only_uv_py_spells_uvs_pip_command_lines() -> None:
+    """One module builds uv's command lines (cudatx/uv.py), so that the trial, the apply and
+    the staging run what it builds, and nothing else: no other module writes `"pip",
+    "install"` (uninstall, sync, compile) or calls pip_argv, the builders' own start."""
+    builder = PACKAGE / "uv.py"
+    spelled = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == builder:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            words: list[ast.expr] = []
+            if isinstance(node, ast.List | ast.Tuple):
+                words = list(node.elts)
+            elif isinstance(node, ast.Call):
+                words = list(node.args)
+                called = node.func
+                name = called.attr if isinstance(called, ast.Attribute) else None
+                if isinstance(called, ast.Name):
+                    name = called.id
+                if name == "pip_argv":
+                    spelled.append(f"{path.relative_to(ROOT)}:{node.lineno} calls pip_argv")
+            if _spells_uv_pip(words):
+                assert isinstance(node, ast.expr)
+                spelled.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)[:60]}")
+    assert spelled == []

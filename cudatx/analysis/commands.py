@@ -19,7 +19,7 @@ from cudatx.discover.dists import reinstall_spec
 from cudatx.discover.owners import Owner, grouped
 from cudatx.environment import Environment
 from cudatx.models import Distribution
-from cudatx.uv import UvFailed, find_uv
+from cudatx.uv import UvFailed, find_uv, reinstall_words
 
 
 def cudatx_line(
@@ -94,11 +94,8 @@ def reinstall_commands(env: Environment, dists: Sequence[Distribution]) -> list[
     prefix = env.target.prefix
     out = []
     if by_uv:
-        words = [uv_word(), "pip", "install", "--python", prefix]
-        for dist in by_uv:
-            words += ["--reinstall-package", dist.name]
-        words += ["--no-deps", *_breaking(env)]
-        out.append(shlex.join([*words, *map(reinstall_spec, by_uv)]))
+        words = reinstall_words(prefix, [d.name for d in by_uv], _breaking(env))
+        out.append(shlex.join([uv_word(), *words, *map(reinstall_spec, by_uv)]))
     if by_pip:
         python = os.path.join(prefix, "bin", "python")
         words = [python, "-m", "pip", "install", "--force-reinstall", "--no-deps"]

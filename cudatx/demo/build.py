@@ -41,6 +41,7 @@ from cudatx.demo.libs import (
     prebuilt_libraries,
 )
 from cudatx.demo.wheelfile import write_wheel
+from cudatx.uv import local_install_argv
 
 __all__ = [
     "COOWNED_PATH",
@@ -435,8 +436,8 @@ def build_demo(
     python = venv / "bin" / "python"
     story.append(f"created {venv} with uv from {sys.executable}")
 
-    install = [uv_bin, "pip", "install", "--python", os.fspath(python), "--offline"]
-    install += ["--no-index", "--find-links", os.fspath(wheel_dir), "--link-mode", "copy"]
+    local = ["--offline", "--no-index", "--find-links", os.fspath(wheel_dir), "--link-mode", "copy"]
+    install = [uv_bin, *local_install_argv(os.fspath(python), local)]
     for step, wheels, who in (
         (1, FIRST_INSTALL, "the CUDA 12.8 training stack"),
         (2, SECOND_INSTALL, "later, a serving stack's CUDA 13 cuDNN and its plug-in"),

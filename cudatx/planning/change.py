@@ -29,7 +29,15 @@ from cudatx.planning.plan import PlanOptions, plan_change
 from cudatx.planning.selection import select
 from cudatx.planning.simulate import kept_entries
 from cudatx.planning.stage import Arrival, ask_uv, stage
-from cudatx.uv import ALLOW_BUILD, UvFailed, UvOptions, find_uv, pip_argv
+from cudatx.uv import (
+    ALLOW_BUILD,
+    UvFailed,
+    UvOptions,
+    UvStep,
+    change_steps,
+    find_uv,
+    reinstall_flags,
+)
 
 Heard = Callable[[str], None]  # told each line uv writes on stderr, as it writes it
 
@@ -66,24 +74,20 @@ def uv_steps(
     change: Change,
     options: UvOptions | Sequence[str],
     install_flags: Sequence[str] = (),
-) -> list[list[str]]:
+) -> list[UvStep]:
     """The uv commands that carry `change` out for the environment at `prefix`, in order:
-    uninstall, install pinned with --no-deps, then each reinstall (as cudatx.txn.apply runs
-    them; the trial, cudatx.trial, runs these in its shadow). `install_flags` go to every
-    install."""
-    steps = []
-    if change.removing:
-        steps.append([uv, *pip_argv("uninstall", prefix), *(d.name for d in change.removing)])
-    flags = ("--no-deps", *install_flags)
-    if change.installing:
-        argv = pip_argv("install", prefix, *flags, options=options)
-        steps.append([uv, *argv, *(spec for _, spec in change.installing)])
-    for dist in change.reinstalling:
-        argv = pip_argv(
-            "install", prefix, *flags, "--reinstall-package", dist.name, options=options
-        )
-        steps.append([uv, *argv, reinstall_spec(dist)])
-    return steps
+    uninstall, install pinned with --no-deps, then each reinstall (cudatx.uv.change_steps).
+    The apply (cudatx.txn.apply) runs these; the trial (cudatx.trial) runs them in its
+    shadow. `install_flags` go to every install."""
+    return change_steps(
+        uv,
+        prefix,
+        [d.name for d in change.removing],
+        [spec for _, spec in change.installing],
+        [(d.name, reinstall_spec(d)) for d in change.reinstalling],
+        options,
+        install_flags,
+    )
 
 
 class Proposal(Frozen, kw_only=False):
@@ -137,10 +141,8 @@ def _options(
         ):
             # uv's resolver says where the bytes come from while the staging runs.
             asked = pool.submit(sources.ask, uv, prefix, [a.spec for a in wanted], options)
-            # As the apply reinstalls each (uv_steps): --reinstall-package implies uv's
-            # --refresh-package, so uv reads a local wheel again where its cache holds an
-            # older file of that path and modification time (seen with uv 0.13.9).
-            again = [w for a in wanted for w in ("--reinstall-package", a.name)]
+            # As the apply reinstalls each (uv_steps): uv reads a local wheel again.
+            again = [w for a in wanted for w in reinstall_flags(a.name)]
             staged = stage(uv, prefix, site, wanted, into, options, heard=heard, flags=again)
         missing = {d.name for d in fixes} - {d.name for d in staged}
         if missing:

@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlsplit
 from cudatx.errors import EnvironmentNotFound, NeedsBuild
 from cudatx.models import Frozen
 from cudatx.names import canonical_name
-from cudatx.uv import ALLOW_BUILD, UvFailed, pip_argv, run_uv
+from cudatx.uv import ALLOW_BUILD, UvFailed, annotated_argv, lock_argv, run_uv
 
 FILE = ""  # in `Resolved.parents`: the requirements file itself asks for it
 
@@ -95,20 +95,14 @@ def resolve(
     that trickles holds uv for ever: cudatx.uv.run_uv)."""
     # Without ALLOW_BUILD, pip_argv adds --only-binary :all:, last.
     words = [w for w in options if w not in _COMPILE_FLAGS_DROPPED and w != ALLOW_BUILD]
-    flags = ["--no-deps"] if no_deps else []
     with tempfile.TemporaryDirectory(prefix="cudatx-resolve-") as folder:
         lock = os.path.join(folder, "pylock.toml")  # uv requires the name pylock.toml
-        locking = pip_argv(
-            "compile", python, *flags, "-v", "--format", "pylock.toml", options=words
-        )
-        annotating = pip_argv(
-            "compile", python, *flags, "-q", "--annotation-style", "line", options=words
-        )
+        locking = lock_argv(python, requirements, lock, words, no_deps=no_deps)
+        annotating = annotated_argv(python, requirements, words, no_deps=no_deps)
         # Both at once: each mostly waits on the index (uv revalidates its cached pages).
         with ThreadPoolExecutor(max_workers=2) as pool:
-            locked = [*locking, "-o", lock, "--no-header", requirements]
-            said = pool.submit(run_uv, uv, locked, timeout=timeout)
-            annotated = run_uv(uv, [*annotating, "--no-header", requirements], timeout=timeout)
+            said = pool.submit(run_uv, uv, locking, timeout=timeout)
+            annotated = run_uv(uv, annotating, timeout=timeout)
             output = said.result()
         with open(lock, "rb") as handle:
             text = handle.read().decode("utf-8")

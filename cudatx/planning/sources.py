@@ -30,7 +30,7 @@ from cudatx.models import Distribution, Frozen
 from cudatx.names import canonical_name
 from cudatx.planning.models import Arriving, Plan
 from cudatx.planning.resolve import selected
-from cudatx.uv import UvFailed, pip_argv, run_uv
+from cudatx.uv import UvFailed, lock_argv, run_uv
 
 # uv pip compile refuses these of the options an install takes (uv 0.13.9).
 _INSTALL_ONLY = {"--require-hashes"}
@@ -66,11 +66,9 @@ def ask(uv: str, prefix: str, specs: Sequence[str], options: Sequence[str]) -> F
         lock = os.path.join(folder, "pylock.toml")  # uv requires the name pylock.toml
         with open(requirements, "w", encoding="utf-8") as handle:
             handle.write("".join(f"{s}\n" for s in specs))
-        argv = pip_argv(
-            "compile", prefix, "--no-deps", "-v", "--format", "pylock.toml", options=words
-        )
+        argv = lock_argv(prefix, requirements, lock, words, no_deps=True)
         try:
-            output = run_uv(uv, [*argv, "-o", lock, "--no-header", requirements])
+            output = run_uv(uv, argv)
             with open(lock, "rb") as handle:
                 doc = tomllib.loads(handle.read().decode("utf-8"))
         except UvFailed as exc:

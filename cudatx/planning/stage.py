@@ -25,7 +25,7 @@ from dataclasses import replace
 from cudatx.discover.dists import scan_distributions
 from cudatx.models import Distribution, Frozen
 from cudatx.names import canonical_name
-from cudatx.uv import pip_argv, run_uv
+from cudatx.uv import dry_run_argv, run_uv, staging_argv
 
 # One line per change in the output of `uv pip install|sync --dry-run` (added in
 # astral-sh/uv#1436; as uv 0.13.9 prints it: " - name==version", " + name==version",
@@ -72,8 +72,7 @@ def ask_uv(
     """`uv pip COMMAND --dry-run OPTIONS ARGS` for the environment at `prefix`: what would
     change. `heard`: told each line uv writes on stderr (cudatx.uv.run_uv)."""
     with _no_new_lock_file(prefix):
-        argv = [*pip_argv(command, prefix, "--dry-run", options=options), *args]
-        output = run_uv(uv, argv, heard=heard)
+        output = run_uv(uv, dry_run_argv(command, prefix, args, options), heard=heard)
     return parse_dry_run(output)
 
 
@@ -118,8 +117,8 @@ def stage(
     if not arriving:
         return ()
     with _no_new_lock_file(prefix):
-        argv = pip_argv("install", prefix, "--prefix", folder, "--no-deps", *flags, options=options)
-        run_uv(uv, [*argv, *(a.spec for a in arriving)], heard=heard, timeout=timeout)
+        argv = staging_argv(prefix, folder, [a.spec for a in arriving], options, flags)
+        run_uv(uv, argv, heard=heard, timeout=timeout)
     staged, _ = scan_distributions((staged_site(folder, site, prefix),))
     wanted = {a.name for a in arriving}
     return tuple(d for d in staged if d.name in wanted)

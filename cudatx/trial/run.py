@@ -204,7 +204,8 @@ def _session(
         if change is not None:
             assert uv is not None
             touched = (*change.removing, *change.reinstalling)
-            spec["uv"] = uv_steps(uv, shade.prefix, change, uv_options, _INSTALL)
+            steps = uv_steps(uv, shade.prefix, change, uv_options, _INSTALL)
+            spec["uv"] = [list(step.argv) for step in steps]
             spec["withhold"] = [json.loads(encode(_relocated(shade, d))) for d in touched]
             spec["kept"] = {name: sorted(paths) for name, paths in change.kept.items()}
         argv = [*shade.wrap, sys.executable, "-c", _SESSION]

@@ -9,6 +9,7 @@ rollback (cudatx.txn.rollback) puts them back and needs no network.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +18,6 @@ from typing import NoReturn
 
 from cudatx import interrupts
 from cudatx.digest import file_state
-from cudatx.discover.dists import reinstall_spec
 from cudatx.discover.owners import installed_state
 from cudatx.discover.target import refuse_externally_managed
 from cudatx.documents import dump
@@ -34,7 +34,7 @@ from cudatx.errors import (
 )
 from cudatx.models import PythonTarget, SandboxUsed
 from cudatx.names import counted
-from cudatx.planning.change import Proposal, refuse_escaping
+from cudatx.planning.change import Proposal, refuse_escaping, uv_steps
 from cudatx.planning.models import Plan
 from cudatx.planning.sections import making_safe, unsafe_sections
 from cudatx.planning.simulate import arriving_files
@@ -46,7 +46,7 @@ from cudatx.txn.rollback import refuse_if_interrupted, roll_back
 from cudatx.txn.store import Store
 from cudatx.txn.touched import PYCACHE, created_folders, uninstalled
 from cudatx.txn.verify import run_verify, verify
-from cudatx.uv import UvOptions, cache_dir, find_uv, pip_argv
+from cudatx.uv import UvOptions, cache_dir, find_uv
 from cudatx.uv import run_uv as run_tied
 
 
@@ -492,6 +492,14 @@ class _Guard:
         )
 
 
+# The journal's states before and after each phase of uv's steps (cudatx.uv.UvStep.phase).
+_JOURNALED = {
+    "uninstall": (State.UNINSTALLING, State.UNINSTALLED),
+    "install": (State.INSTALLING, State.INSTALLED),
+    "reinstall": (State.REINSTALLING, State.REINSTALLED),
+}
+
+
 def _run_uv(work: _Work) -> tuple[str, ...]:
     """uv changes the environment: tied to cudatx (it dies with it) and holding the lock
     with it (a rollback waits until it is gone), confined where the probe allows (what it
@@ -505,40 +513,29 @@ def _run_uv(work: _Work) -> tuple[str, ...]:
     work.options.note(work.confinement.said(writable))
     confined = (work.confinement, writable)
 
-    def run_uv(uv: str, args: list[str]) -> str:
+    def run_uv(argv: tuple[str, ...]) -> str:
         nonlocal ran
         guard.check(after_uv=ran)
         ran = True
         try:
-            return run_tied(uv, args, tied=True, pass_fds=(lock,), confined=confined)
+            return run_tied(argv[0], argv[1:], tied=True, pass_fds=(lock,), confined=confined)
         except CudatxError:
             # uv may fail because a folder was swapped under it (it cannot remove a symlink
             # as the folder it emptied): that is the cause to say.
             guard.check(after_uv=True)
             raise
 
-    if change.removing:
-        journal.step(State.UNINSTALLING)
-        with clock.phase("uninstall", counted(len(change.removing), "package")) as said:
-            argv = [*pip_argv("uninstall", prefix), *(d.name for d in change.removing)]
-            said.append(run_uv(uv, argv))
-        journal.step(State.UNINSTALLED)
-    if change.installing:
-        # Exactly what the dry run chose and the plan simulated: pinned, --no-deps.
-        journal.step(State.INSTALLING)
-        specs = [spec for _, spec in change.installing]
-        with clock.phase("install", counted(len(specs), "package")) as said:
-            argv = [*pip_argv("install", prefix, "--no-deps", options=options), *specs]
-            said.append(run_uv(uv, argv))
-        journal.step(State.INSTALLED)
-    if not change.reinstalling:
-        return writable
-    journal.step(State.REINSTALLING)
-    with clock.phase("reinstall", counted(len(change.reinstalling), "package")) as said:
-        for dist in change.reinstalling:
-            argv = pip_argv(
-                "install", prefix, "--no-deps", "--reinstall-package", dist.name, options=options
-            )
-            said.append(run_uv(uv, [*argv, reinstall_spec(dist)]))
-    journal.step(State.REINSTALLED)
+    # Exactly the steps the trial runs in its shadow (uv_steps): the uninstall; the install of
+    # what the dry run chose and the plan simulated, pinned, --no-deps; each reinstall. Each
+    # phase is journaled around its steps.
+    steps = uv_steps(uv, prefix, change, options)
+    for phase, grouped in itertools.groupby(steps, key=lambda step: step.phase):
+        group = list(grouped)
+        starting, done = _JOURNALED[phase]
+        journal.step(starting)
+        packages = counted(sum(step.packages for step in group), "package")
+        with clock.phase(phase, packages) as said:
+            for step in group:
+                said.append(run_uv(step.argv))
+        journal.step(done)
     return writable
