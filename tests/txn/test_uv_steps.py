@@ -21,6 +21,7 @@ def test_the_apply_runs_exactly_the_uv_steps_of_its_change(
 ) -> None:
     """One change of each phase: pure uninstalled (replaced), other installed, spare
     reinstalled; a uv that logs each call, and uv_steps watched as the apply calls it."""
+    from cudatx.discover.target import start_query
     from cudatx.environment import Environment
     from cudatx.planning import change as planning_change
     from cudatx.planning.change import Planning, Proposal, propose
@@ -44,7 +45,8 @@ def test_the_apply_runs_exactly_the_uv_steps_of_its_change(
     monkeypatch.setenv("UV_NO_CONFIG", "1")
 
     def rescan() -> Environment:
-        return scan(os.fspath(world.venv), environ={}, cwd=world.work, ld_library_path=None)
+        query = start_query(os.fspath(world.venv), environ={}, cwd=world.work)
+        return scan(query, cwd=world.work, ld_library_path=None)
 
     env = rescan()
     where = ("--offline", "--find-links", folder)
