@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cudatx.cli.app import refuse_unfinished
-from cudatx.cli.options import json_option, other_writers_option, python_option
+from cudatx.cli.options import format_option, other_writers_option, python_option
 from cudatx.cli.output import Output
 from cudatx.errors import UsageError
 from cudatx.names import counted
@@ -21,14 +21,14 @@ from cudatx.names import counted
     is_flag=True,
     help="Remove the records: all of them, or those whose IDs follow.",
 )
-@json_option("the records (with --list)")
+@format_option("traces", "the records (with --list)")
 def trace(
     command: tuple[str, ...],
     python: str | None,
     allow_other_writers: bool,
     listing: bool,
     clear: bool,
-    as_json: bool,
+    fmt: str,
     out: Output,
 ) -> int:
     """Run CMD in the environment with the loader reporting (LD_DEBUG), and keep what it
@@ -40,7 +40,7 @@ def trace(
 
     if listing and clear:
         raise UsageError("--list and --clear do not go together")
-    if as_json and not listing:
+    if fmt != "text" and not listing:
         raise UsageError("--json goes with --list")
     if listing and command:
         raise UsageError("--list takes no command")
@@ -50,10 +50,7 @@ def trace(
     target = start_query(python, accept_writers=allow_other_writers).result()
     if listing:
         traces, _ = read_traces(target.prefix, strict=True)
-        if as_json:
-            click.echo(render.to_json(traces, target.prefix), nl=False)
-        else:
-            out.echo(render.to_text(traces, target.prefix), nl=False)
+        out.show(render.render(render.Report(traces, target.prefix), fmt))
         return 0
     if clear:
         from cudatx.txn.trace import clear as clear_traces
