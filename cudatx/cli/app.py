@@ -193,18 +193,17 @@ def cli(ctx: click.Context, color: str | None, quiet: int, verbose: int) -> int:
         found.said[:] = [settled(ctx)]
     if ctx.invoked_subcommand is None:
         # Bare `cudatx`: the help, as pip prints it (exit 0), not a usage error.
-        click.echo(ctx.get_help())
+        settled(ctx).help(ctx.get_help())
     return 0
 
 
 _OUTPUT_LINES = 40
 
 
-def _error(run: Invocation, message: str) -> None:
-    out = run.said[-1] if run.said else Output()  # before a command started: the defaults
-    click.echo(
-        f"cudatx: {out.error_label()}: {one_line(message)}", err=True, color=out.coloured(err=True)
-    )
+def _said(run: Invocation) -> Output:
+    """The printer of a run that ended: as its command settled it, else (it ended before a
+    command started) the defaults."""
+    return run.said[-1] if run.said else Output()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -222,26 +221,26 @@ def main(argv: list[str] | None = None) -> None:
             # Each line escaped as the printer escapes: the command's output is not cudatx's.
             said = [printable(line) for line in exc.output.rstrip("\n").splitlines()]
             if len(said) > _OUTPUT_LINES:
-                click.echo(f"... ({len(said) - _OUTPUT_LINES} lines before)", err=True)
-            click.echo("\n".join(said[-_OUTPUT_LINES:]), err=True)
-        _error(run, exc.message)
+                _said(run).echo(f"... ({len(said) - _OUTPUT_LINES} lines before)", err=True)
+            _said(run).echo("\n".join(said[-_OUTPUT_LINES:]), err=True)
+        _said(run).error(exc.message)
         sys.exit(int(exc.exit_code))
     except click.exceptions.Abort:
-        click.echo("cudatx: aborted", err=True)
+        _said(run).echo("cudatx: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        _error(run, exc.format_message())
+        _said(run).error(exc.format_message())
         sys.exit(ExitCode.USAGE if exc.exit_code == 2 else exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("cudatx: interrupted", err=True)
+        _said(run).echo("cudatx: interrupted", err=True)
         sys.exit(130)
     except interrupts.Terminated as exc:
-        click.echo(f"cudatx: terminated ({exc.name})", err=True)
+        _said(run).echo(f"cudatx: terminated ({exc.name})", err=True)
         sys.exit(interrupts.exit_code(exc))
     except Exception as exc:  # a bug: say so in one line; the traceback only on request
         if os.environ.get("CUDATX_DEBUG"):
             raise
-        click.echo(
+        _said(run).echo(
             f"cudatx: internal error: {type(exc).__name__}: {one_line(str(exc))} "
             "(set CUDATX_DEBUG=1 for a traceback)",
             err=True,

@@ -44,6 +44,12 @@ def _command_words(
     return tuple(words)
 
 
+def _for_machines(request: ChangeRequest) -> bool:
+    """Whether the plan is printed for a program to read (any format but text): then no
+    line on stderr says where a wait or an apply is."""
+    return request.fmt != "text"
+
+
 def _planning(request: ChangeRequest, source: UvSource, target: Target) -> Planning:
     return planning(
         source,
@@ -51,7 +57,7 @@ def _planning(request: ChangeRequest, source: UvSource, target: Target) -> Plann
         repair=request.repair,
         check_requirements=request.check_requirements,
         strict=request.strict,
-        quiet_waits=request.as_json or not target.progress,
+        quiet_waits=_for_machines(request) or not target.progress,
     )
 
 
@@ -63,12 +69,12 @@ def tried(
     target: Target,
     uv_options: tuple[str, ...] | None = None,
     *,
-    as_json: bool = False,
+    quiet: bool = False,
 ) -> Proposal:
     """The proposal, its plan judged by a trial where one is asked (cudatx.trial); uv gets
     `uv_options` (uv's words: a requirements file's own options too), else the command
     line's. The trial runs confined as the command's probe (`target.sandbox`) allows, and
-    -v says how; at a terminal a line says where it is (not with `as_json`)."""
+    -v says how; at a terminal a line says where it is (not where `quiet`)."""
     if trial is None:
         return proposal
     from dataclasses import replace
@@ -78,7 +84,7 @@ def tried(
     from cudatx.uv import find_uv
 
     words = source.options if uv_options is None else uv_options
-    with trial_options_shown(trial, target, as_json=as_json) as options:
+    with trial_options_shown(trial, target, quiet=quiet) as options:
         ran = run_trial(env, proposal.change, find_uv(source.uv), words, options)
     target.output.debug(trial_said(target, ran.sandbox))
     plan = compare(proposal.plan, ran, env.target.site_packages)
@@ -87,15 +93,15 @@ def tried(
 
 @contextlib.contextmanager
 def trial_options_shown(
-    trial: TrialRequest, target: Target, *, as_json: bool
+    trial: TrialRequest, target: Target, *, quiet: bool
 ) -> Iterator[TrialOptions]:
     """The trial's options, with a line on a terminal that says where it is while the
-    block runs it (cudatx.cli.output.Output.ticking): not under -q, --json, --no-progress."""
+    block runs it (cudatx.cli.output.Output.ticking): not where `quiet` (a report for
+    machines: --json), under -q or --no-progress."""
     from cudatx.render.trial import step
     from cudatx.trial.run import TrialOptions
 
-    quiet = as_json or not target.progress
-    with target.output.ticking("Trial", disabled=quiet) as say:
+    with target.output.ticking("Trial", disabled=quiet or not target.progress) as say:
         yield TrialOptions(
             commands=trial.commands,
             methods=trial.methods,
@@ -131,13 +137,10 @@ def _carry_out(
             "cudatx: --trial: making the change in a shadow of the environment and importing "
             "every package before and after (this runs the environment's code)"
         )
-    proposal = tried(env, proposal, trial, source, target, as_json=request.as_json)
+    proposal = tried(env, proposal, trial, source, target, quiet=_for_machines(request))
     plan = proposal.plan
-    if request.as_json:
-        click.echo(render.to_json(plan))
-    else:
-        command = cudatx_line(env, words, uv=source.options.args())
-        out.report(render.to_text(plan, command, env.target.site_packages), paint=colour.plan)
+    command = cudatx_line(env, words, uv=source.options.args())
+    out.show(render.render(render.Report(plan, command, env.target.site_packages), request.fmt))
     if request.dry_run:
         return 0 if plan.safe else ExitCode.FINDINGS
     # Imported only to apply: a dry run, the pre-commit hook's case, reads nothing of txn.
@@ -145,12 +148,12 @@ def _carry_out(
     from cudatx.scan import scan
     from cudatx.txn.apply import ApplyOptions, apply_change, refuse_unsafe
 
-    refuse_unsafe(plan, force=request.force, as_json=request.as_json)
+    refuse_unsafe(plan, force=request.force, as_json=request.fmt == "json")
     if not request.yes:
         if not sys.stdin.isatty():
             raise UsageError("not a terminal: pass --yes to apply the plan")
         confirm("Proceed?")
-    steps = Steps(out, disabled=request.as_json or not target.progress)
+    steps = Steps(out, disabled=_for_machines(request) or not target.progress)
     options = ApplyOptions(
         uv=source.uv,
         uv_options=source.options,

@@ -14,8 +14,8 @@ from cudatx.cli.options import (
     Target,
     TrialRequest,
     UvSource,
+    format_option,
     hook_target_options,
-    json_option,
     no_deps_option,
     planning,
     strict_option,
@@ -85,7 +85,7 @@ if TYPE_CHECKING:
 @no_deps_option
 @uv_options
 @hook_target_options
-@json_option("the results")
+@format_option("checks", "the results")
 def check_requirements(
     files: tuple[str, ...],
     extras: tuple[str, ...],
@@ -97,7 +97,7 @@ def check_requirements(
     strict: bool,
     trial: TrialRequest | None,
     target: Target,
-    as_json: bool,
+    fmt: str,
     source: UvSource,
 ) -> int:
     """Would bringing the environment in line with FILE break loading? For requirements
@@ -114,7 +114,6 @@ def check_requirements(
     from cudatx.planning.checkreq import check_file
     from cudatx.planning.lazyzip import Deadlines
     from cudatx.render import checkreq as render
-    from cudatx.render import colour
 
     if not files:
         return 0
@@ -142,7 +141,7 @@ def check_requirements(
         repair=False,
         check_requirements=True,
         strict=strict,
-        quiet_waits=as_json or not target.progress,
+        quiet_waits=fmt != "text" or not target.progress,
     )
     if chosen is None or fresh:
         if trial is not None:
@@ -157,7 +156,7 @@ def check_requirements(
             extras=extras,
             mode=mode,
             fresh=fresh,
-            as_json=as_json,
+            fmt=fmt,
             deadlines=Deadlines(
                 index_timeout or Deadlines().request_s, index_deadline or Deadlines().check_s
             ),
@@ -170,12 +169,9 @@ def check_requirements(
     with scanned(target, echo=False, changes=True) as env:
         judge = None
         if trial is not None:
-            judge = _trial_judge(env, trial, source, target, as_json=as_json)
+            judge = _trial_judge(env, trial, source, target, quiet=fmt != "text")
         checks = [check_file(env, f, how, extras=extras, mode=mode, judge=judge) for f in files]
-    if as_json:
-        click.echo(render.to_json(checks))
-    else:
-        out.report(render.to_text(checks, env.target.site_packages), paint=colour.plan)
+    out.show(render.render(render.Report(checks, env.target.site_packages), fmt))
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS
 
 
@@ -193,13 +189,14 @@ def _own_prefix(asked: Query | None) -> str | None:
 
 
 def _trial_judge(
-    env: Environment, trial: TrialRequest, source: UvSource, target: Target, *, as_json: bool
+    env: Environment, trial: TrialRequest, source: UvSource, target: Target, *, quiet: bool
 ) -> Callable[[Proposal, tuple[str, ...]], Plan]:
-    """A trial of each file's proposal (cudatx.trial), with uv's options and the file's."""
+    """A trial of each file's proposal (cudatx.trial), with uv's options and the file's;
+    `quiet`: no line says where it is (the results are printed for machines)."""
     from cudatx.cli.change import tried
 
     def judge(proposal: Proposal, uv_options: tuple[str, ...]) -> Plan:
-        return tried(env, proposal, trial, source, target, uv_options, as_json=as_json).plan
+        return tried(env, proposal, trial, source, target, uv_options, quiet=quiet).plan
 
     return judge
 
@@ -215,7 +212,7 @@ def _without_environment(
     extras: tuple[str, ...],
     mode: str,
     fresh: bool,
-    as_json: bool,
+    fmt: str,
     deadlines: Deadlines,
 ) -> int:
     """The file alone, in an empty environment made for the check: of the interpreter of
@@ -226,7 +223,6 @@ def _without_environment(
     from cudatx.discover.target import find_target, locate_interpreter
     from cudatx.planning.checkreq import Wheels, check_conflicts, check_fresh
     from cudatx.render import checkreq as render
-    from cudatx.render import colour
     from cudatx.uv import cache_dir, run_uv, venv_argv
 
     out = target.output
@@ -271,8 +267,5 @@ def _without_environment(
             sites = said.site_packages
     for check in checks:
         out.info(f"cudatx: {render.summary(check)}")
-    if as_json:
-        click.echo(render.to_json(checks))
-    else:
-        out.report(render.to_text(checks, sites), paint=colour.plan)
+    out.show(render.render(render.Report(checks, sites), fmt))
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS

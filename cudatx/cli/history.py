@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from cudatx.cli.options import Target, json_option, python_option, python_target, store_target
+from cudatx.cli.options import Target, format_option, python_option, python_target, store_target
 from cudatx.cli.output import Output, confirm
 from cudatx.errors import UsageError
 from cudatx.names import counted
@@ -59,22 +59,18 @@ def rollback(
 
 @click.group(invoke_without_command=True)
 @python_option
-@json_option("the transactions")
+@format_option("history", "the transactions")
 @click.pass_context
-def history(ctx: click.Context, python: str | None, as_json: bool, out: Output) -> int:
+def history(ctx: click.Context, python: str | None, fmt: str, out: Output) -> int:
     """The transactions recorded for this environment."""
     if ctx.invoked_subcommand is not None:
         return 0
-    from cudatx.render import colour
     from cudatx.render import history as render
     from cudatx.txn.rollback import history as read_history
 
     prefix = store_target(python, out).asked().result().prefix
     journals = read_history(prefix)
-    if as_json:
-        click.echo(render.to_json(journals, prefix), nl=False)
-    else:
-        out.echo(render.to_text(journals, prefix), nl=False, paint=colour.history)
+    out.show(render.render(render.Report(journals, prefix), fmt))
     return 0
 
 
@@ -101,18 +97,14 @@ def history_prune(keep: int, python: str | None, out: Output) -> int:
 @history.command("show")
 @click.argument("txn", metavar="[ID]", required=False)
 @python_option
-@json_option("the whole journal")
-def history_show(txn: str | None, python: str | None, as_json: bool, out: Output) -> int:
+@format_option("journal", "the whole journal")
+def history_show(txn: str | None, python: str | None, fmt: str, out: Output) -> int:
     """Transaction ID (default: the latest, the one `rollback` takes): what it changed,
     each step, how it ended; --json: its journal."""
-    from cudatx.render import colour
     from cudatx.render import history as render
     from cudatx.txn.rollback import chosen
     from cudatx.txn.store import Store
 
     journal = chosen(Store(_prefix(python, out)), txn, nothing="nothing to show")
-    if as_json:
-        click.echo(render.show_json(journal), nl=False)
-    else:
-        out.echo(render.show(journal), nl=False, paint=colour.summary)
+    out.show(render.render_journal(journal, fmt))
     return 0

@@ -11,7 +11,6 @@ from cudatx.cli.options import (
     Target,
     TrialRequest,
     format_option,
-    json_option,
     strict_option,
     target_options,
     trial_options,
@@ -25,20 +24,15 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("query", metavar="SONAME|PATH")
 @target_options
-@json_option("the answer")
-def why(query: str, target: Target, as_json: bool) -> int:
+@format_option("why", "the answer")
+def why(query: str, target: Target, fmt: str) -> int:
     """Why a library is (or is not) found: who needs it, where the loader looked, what it took."""
     from cudatx.analysis.why import explain
-    from cudatx.render import colour
     from cudatx.render import why as render
 
     with scanned(target) as env:
-        report = explain(env, query)
-        if as_json:
-            click.echo(render.to_json(report))
-        else:
-            text = render.to_text(report, env.target.site_packages, target.output.verbose)
-            target.output.report(text, paint=colour.why)
+        report = render.Report(explain(env, query), env.target.site_packages, target.output.verbose)
+        target.output.show(render.render(report, fmt))
     return 0
 
 
@@ -55,12 +49,12 @@ _DOCTOR_TRIAL = (
 @target_options
 @strict_option
 @trial_options(_DOCTOR_TRIAL)
-@json_option("the findings")
+@format_option("doctor", "the findings")
 def doctor(
     target: Target,
     strict: bool,
     trial: TrialRequest | None,
-    as_json: bool,
+    fmt: str,
 ) -> int:
     """What is already wrong here, by root cause, and the commands that cure it: libraries
     that cannot load, hollow or co-owned packages, mixed CUDA majors, unmet requirements.
@@ -68,7 +62,6 @@ def doctor(
     from dataclasses import replace
 
     from cudatx.analysis.doctor import diagnose
-    from cudatx.render import colour
     from cudatx.render import doctor as render
 
     with scanned(target) as env:
@@ -77,14 +70,11 @@ def doctor(
             from cudatx.cli.change import trial_options_shown, trial_said
             from cudatx.trial.doctor import judge_as_is
 
-            with trial_options_shown(trial, target, as_json=as_json) as options:
+            with trial_options_shown(trial, target, quiet=fmt != "text") as options:
                 judged = judge_as_is(env, options)
             report = replace(report, trial=judged)
             target.output.debug(trial_said(target, judged.sandbox))
-    if as_json:
-        click.echo(render.to_json(report))
-    else:
-        target.output.report(render.to_text(report), paint=colour.doctor)
+    target.output.show(render.render(report, fmt))
     failing = report.trial is not None and bool(report.trial.failing)
     return ExitCode.FINDINGS if report.errors or failing else 0
 
@@ -131,7 +121,7 @@ def _fitting(graph: nx.MultiDiGraph, name: str, requires: bool) -> nx.MultiDiGra
     best = around(graph, name, 1, requires=requires)
     for radius in range(2, _MAX_RADIUS + 1):
         wider = around(graph, name, radius, requires=requires)
-        if len(wider) == len(best) or render(wider, "text").count("\n") > rows:
+        if len(wider) == len(best) or render(wider, "text").text.count("\n") > rows:
             break
         best = wider
     return best
@@ -140,9 +130,10 @@ def _fitting(graph: nx.MultiDiGraph, name: str, requires: bool) -> nx.MultiDiGra
 @click.command()
 @target_options
 @format_option(
-    ("text", "json", "dot", "graphml", "mermaid", *_PICTURES),
+    "graph",
     "the graph",
     ", as DOT, GraphML or Mermaid, or drawn by Graphviz's dot as SVG or PNG",
+    extra=_PICTURES,
 )
 @click.option(
     "--around",
@@ -174,8 +165,6 @@ def graph(
 ) -> int:
     """The environment as a graph: distributions, ELF files and sonames, with their owns,
     needs, resolves and requires edges."""
-    import sys
-
     from cudatx.analysis.graph import around, build_graph
     from cudatx.render.graph import render
 
@@ -190,10 +179,9 @@ def graph(
         else:
             result = around(result, around_name, radius, requires=with_requires)
     if fmt in _PICTURES:
-        sys.stdout.buffer.write(_picture(dot, render(result, "dot"), fmt))
-        sys.stdout.buffer.flush()
+        target.output.picture(_picture(dot, render(result, "dot").text, fmt))
     else:
         # Through the printer, for its escapes (a JSON graph holds none raw: json.dumps
         # writes ASCII): a file's name and a distribution's are data from outside.
-        target.output.echo(render(result, fmt), nl=False)
+        target.output.show(render(result, fmt))
     return 0

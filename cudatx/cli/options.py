@@ -274,10 +274,41 @@ def _target_options(command: F, *, hook: bool) -> F:
     )
 
 
-def format_option(formats: tuple[str, ...], what: str, more: str = "") -> Callable[[F], F]:
+if TYPE_CHECKING:
+    _Choice = click.Choice[str]
+else:  # click.Choice takes a type parameter from click 8.4 on; cudatx runs on 8.1 too
+    _Choice = click.Choice
+
+
+class _Formats(_Choice):
+    """The formats that write a kind of report (cudatx.render.formats), then `extra` (the
+    ones a command makes itself: graph's pictures), as they are when they are asked for: a
+    format registered after the command was declared is offered too."""
+
+    def __init__(self, kind: str, extra: tuple[str, ...] = ()) -> None:
+        super().__init__(())
+        self.kind = kind
+        self.extra = extra
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from cudatx.render.formats import formats
+
+        return (*formats(self.kind), *self.extra)
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        """click.Choice sets its choices as it is made: these are the registry's."""
+
+
+def format_option(
+    kind: str, what: str, more: str = "", extra: tuple[str, ...] = ()
+) -> Callable[[F], F]:
     """--format FORMAT (`text` by default) and --json, its alias for `--format json`: how
-    every command chooses what it prints, declared once; the command receives the format
-    chosen as `fmt`. `more`: what the help adds about the formats past text and json."""
+    every command chooses what it prints, declared once. FORMAT is one of the formats that
+    write the command's `kind` of report (cudatx.render.formats), or of `extra`, which the
+    command makes itself; the command receives the format chosen as `fmt`. `more`: what the
+    help adds about the formats past text and json."""
 
     def decorate(command: F) -> F:
         run = command
@@ -294,7 +325,7 @@ def format_option(formats: tuple[str, ...], what: str, more: str = "") -> Callab
                 click.option(
                     "--format",
                     "output_format",
-                    type=click.Choice(formats),
+                    type=_Formats(kind, extra),
                     default=None,
                     help=f"Print {what} as text or JSON on stdout (the same at a terminal "
                     f"and in a pipe){more} [default: text].",
@@ -302,22 +333,6 @@ def format_option(formats: tuple[str, ...], what: str, more: str = "") -> Callab
                 click.option("--json", "as_json", is_flag=True, help="The same as --format json."),
             ],
         )
-
-    return decorate
-
-
-def json_option(what: str) -> Callable[[F], F]:
-    """--format text|json and --json (format_option), for a command that prints text or
-    JSON; it receives `as_json`."""
-
-    def decorate(command: F) -> F:
-        run = command
-
-        @functools.wraps(run)
-        def chosen(*args: Any, fmt: str, **kwargs: Any) -> Any:
-            return run(*args, as_json=fmt == "json", **kwargs)
-
-        return format_option(("text", "json"), what)(cast(F, chosen))
 
     return decorate
 
@@ -407,7 +422,7 @@ class ChangeRequest(NamedTuple):
     repair: bool
     check_requirements: bool
     strict: bool
-    as_json: bool
+    fmt: str  # --format: which format the plan is printed in (cudatx.render.formats)
     # change a Python its distributor manages (PEP 668's EXTERNALLY-MANAGED), as uv's flag
     break_system_packages: bool = False
 
@@ -532,7 +547,7 @@ def change_options(command: F) -> F:
         repair: bool,
         no_requirements_check: bool,
         strict: bool,
-        as_json: bool,
+        fmt: str,
         break_system_packages: bool,
         **kwargs: Any,
     ) -> Any:
@@ -546,7 +561,7 @@ def change_options(command: F) -> F:
             repair=repair,
             check_requirements=not no_requirements_check,
             strict=strict,
-            as_json=as_json,
+            fmt=fmt,
             break_system_packages=break_system_packages,
         )
         return run(*args, request=request, **kwargs)
@@ -595,6 +610,6 @@ def change_options(command: F) -> F:
                 "with the marker's message, as uv and pip refuse].",
             ),
             strict_option,
-            json_option("the plan"),
+            format_option("plan", "the plan"),
         ],
     )

@@ -27,6 +27,7 @@ from cudatx.errors import one_line, printable
 
 if TYPE_CHECKING:
     from cudatx.progress import Ticker
+    from cudatx.render.formats import Rendered
 
 COLOR_CHOICES = ("auto", "always", "never")
 
@@ -89,6 +90,27 @@ class Output(NamedTuple):
         if text:
             self.echo(text, nl=False, paint=paint)
 
+    def show(self, rendered: Rendered) -> None:
+        """A report as its format wrote it (cudatx.render.formats), on stdout: a document
+        for machines byte for byte; any other escaped and painted (echo), and cut to its
+        verdict under -q where its first line is one (report)."""
+        if rendered.document:
+            click.echo(rendered.text, nl=False)
+        elif rendered.verdict:
+            self.report(rendered.text, paint=rendered.paint)
+        else:
+            self.echo(rendered.text, nl=False, paint=rendered.paint)
+
+    def help(self, text: str) -> None:
+        """A command's help, as click prints it for --help: cudatx's own words, as they are
+        (the `\\b` that keeps a paragraph unwrapped is in them)."""
+        click.echo(text)
+
+    def picture(self, data: bytes) -> None:
+        """A drawing (graph's SVG or PNG), its bytes as they are, on stdout."""
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
     def info(self, message: str) -> None:
         """A line for the person watching (which environment, what was done), on stderr; -q
         drops it."""
@@ -110,8 +132,10 @@ class Output(NamedTuple):
         said = one_line(message)  # before the label's colour (see echo); one line, as info
         click.echo(f"cudatx: {label}: {said}", err=True, color=self.coloured(err=True))
 
-    def error_label(self, err: bool = True) -> str:
-        return self._label("error", "red", err)
+    def error(self, message: str) -> None:
+        """`cudatx: error: MESSAGE` on stderr, in one line: why cudatx stopped (-q keeps it)."""
+        label = self._label("error", "red", err=True)
+        click.echo(f"cudatx: {label}: {one_line(message)}", err=True, color=self.coloured(err=True))
 
     @contextlib.contextmanager
     def _ticker(self, what: str, disabled: bool) -> Iterator[Ticker | None]:

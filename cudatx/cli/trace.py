@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cudatx.cli.app import refuse_unfinished
-from cudatx.cli.options import Target, json_option, python_target
+from cudatx.cli.options import Target, format_option, python_target
 from cudatx.cli.output import Output
 from cudatx.errors import UsageError
 from cudatx.names import counted
@@ -20,13 +20,13 @@ from cudatx.names import counted
     is_flag=True,
     help="Remove the records: all of them, or those whose IDs follow.",
 )
-@json_option("the records (with --list)")
+@format_option("traces", "the records (with --list)")
 def trace(
     command: tuple[str, ...],
     chosen: Target,
     listing: bool,
     clear: bool,
-    as_json: bool,
+    fmt: str,
     out: Output,
 ) -> int:
     """Run CMD in the environment with the loader reporting (LD_DEBUG), and keep what it
@@ -37,7 +37,7 @@ def trace(
 
     if listing and clear:
         raise UsageError("--list and --clear do not go together")
-    if as_json and not listing:
+    if fmt != "text" and not listing:
         raise UsageError("--json goes with --list")
     if listing and command:
         raise UsageError("--list takes no command")
@@ -48,10 +48,7 @@ def trace(
     allow_other_writers = chosen.allow_other_writers
     if listing:
         traces, _ = read_traces(target.prefix, strict=True)
-        if as_json:
-            click.echo(render.to_json(traces, target.prefix), nl=False)
-        else:
-            out.echo(render.to_text(traces, target.prefix), nl=False)
+        out.show(render.render(render.Report(traces, target.prefix), fmt))
         return 0
     if clear:
         from cudatx.txn.trace import clear as clear_traces

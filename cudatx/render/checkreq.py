@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 from cudatx.codec import plain
 from cudatx.errors import one_line
@@ -11,6 +12,21 @@ from cudatx.planning.checkreq import Check, FileCheck
 from cudatx.planning.conflicts import Brought, Conflict, culprits
 from cudatx.render import as_text
 from cudatx.render import plan as render_plan
+from cudatx.render.formats import Rendered
+from cudatx.render.formats import render as written
+
+
+class Report(NamedTuple):
+    """check-requirements' results as shown: one check per file, and the site folders its
+    paths are shown under."""
+
+    checks: list[FileCheck]
+    sites: tuple[str, ...]
+
+
+def render(report: Report, fmt: str) -> Rendered:
+    """The results in format `fmt` (cudatx.render.formats)."""
+    return written("checks", report, fmt)
 
 
 def to_json(checks: list[FileCheck]) -> str:

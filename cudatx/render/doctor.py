@@ -9,9 +9,16 @@ from cudatx.codec import document
 from cudatx.errors import json_text
 from cudatx.names import counted
 from cudatx.render import as_text
+from cudatx.render.formats import Rendered
+from cudatx.render.formats import render as written
 from cudatx.render.plan import gpu_lines
 
 _CONSEQUENCES = 6  # lines under one finding; --json lists them all
+
+
+def render(report: DoctorReport, fmt: str) -> Rendered:
+    """The findings in format `fmt` (cudatx.render.formats)."""
+    return written("doctor", report, fmt)
 
 
 def to_json(report: DoctorReport) -> str:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
 
 from cudatx.errors import one_line
+from cudatx.render.formats import Rendered
+from cudatx.render.formats import render as written
 
 SCHEMA_VERSION = 1
-FORMATS = ("text", "json", "dot", "graphml", "mermaid")
 EFFECTIVE = "owns (bytes on disk)"
 
 _DOT_SHAPES = {
@@ -268,21 +268,6 @@ def to_text(graph: nx.MultiDiGraph) -> str:
     return "\n".join(map(one_line, lines)) + "\n"
 
 
-_RENDERERS: dict[str, Callable[[nx.MultiDiGraph], str]] = {
-    "text": to_text,
-    "json": to_json,
-    "dot": to_dot,
-    "graphml": to_graphml,
-    "mermaid": to_mermaid,
-}
-
-
-def render(graph: nx.MultiDiGraph, fmt: str) -> str:
-    """The graph in `fmt` (one of FORMATS)."""
-    try:
-        renderer = _RENDERERS[fmt]
-    except KeyError:
-        raise ValueError(
-            f"unknown graph format {fmt!r}; choose one of {', '.join(FORMATS)}"
-        ) from None
-    return renderer(graph)
+def render(graph: nx.MultiDiGraph, fmt: str) -> Rendered:
+    """The graph in format `fmt` (cudatx.render.formats: text, JSON, DOT, GraphML, Mermaid)."""
+    return written("graph", graph, fmt)

@@ -5,14 +5,33 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import Any, NamedTuple
 
 from cudatx.documents import dump
 from cudatx.names import counted
 from cudatx.render import as_text
+from cudatx.render.formats import Rendered
+from cudatx.render.formats import render as written
 from cudatx.txn.journal import Journal, Package, State
 
 SCHEMA_VERSION = 1
+
+
+class Report(NamedTuple):
+    """The transactions recorded for the environment at `prefix`, oldest first."""
+
+    journals: list[Journal]
+    prefix: str
+
+
+def render(report: Report, fmt: str) -> Rendered:
+    """`cudatx history`'s list in format `fmt` (cudatx.render.formats)."""
+    return written("history", report, fmt)
+
+
+def render_journal(journal: Journal, fmt: str) -> Rendered:
+    """`cudatx history show`'s transaction in format `fmt` (cudatx.render.formats)."""
+    return written("journal", journal, fmt)
 
 
 def to_text(journals: list[Journal], prefix: str | None = None) -> str:

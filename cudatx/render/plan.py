@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import NamedTuple
 
 from cudatx.codec import document
 from cudatx.errors import json_text
@@ -20,8 +21,24 @@ from cudatx.planning.models import (
     Trial,
 )
 from cudatx.render import as_text
+from cudatx.render.formats import Rendered
+from cudatx.render.formats import render as written
 
 _SHOWN_NAMES = 4  # a group of rebinds names this many sonames, then counts the rest
+
+
+class Report(NamedTuple):
+    """A plan as shown: the plan, the cudatx command line that made it (without --dry-run)
+    for its suggestions to repeat, and the site folders its paths are shown under."""
+
+    plan: Plan
+    command: str
+    sites: tuple[str, ...]
+
+
+def render(report: Report, fmt: str) -> Rendered:
+    """The plan in format `fmt` (cudatx.render.formats)."""
+    return written("plan", report, fmt)
 
 
 def to_json(plan: Plan) -> str:

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from cudatx.discover.traces import Trace
 from cudatx.documents import dump
 from cudatx.errors import one_line
 from cudatx.render import as_text
+from cudatx.render.formats import Rendered
+from cudatx.render.formats import render as written
 
 SCHEMA_VERSION = 1
+
+
+class Report(NamedTuple):
+    """The trace records kept for the environment at `prefix`."""
+
+    traces: tuple[Trace, ...]
+    prefix: str
+
+
+def render(report: Report, fmt: str) -> Rendered:
+    """`cudatx trace --list` in format `fmt` (cudatx.render.formats)."""
+    return written("traces", report, fmt)
 
 
 def recorded(trace: Trace) -> str:

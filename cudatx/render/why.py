@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from cudatx.analysis.why import Owner, Route, WhyReport
 from cudatx.codec import document
 from cudatx.discover.owners import by_key
@@ -10,8 +12,24 @@ from cudatx.models import Attempt, Evidence, How, Outcome, Status
 from cudatx.names import counted
 from cudatx.paths import display_path
 from cudatx.render import as_text
+from cudatx.render.formats import Rendered
+from cudatx.render.formats import render as written
 
 _MAX_NEEDERS = 8  # the JSON lists them all
+
+
+class Report(NamedTuple):
+    """why's answer as shown: the answer, the site folders its paths are shown under, and
+    how much of it (-v: every needer and every search)."""
+
+    answer: WhyReport
+    sites: tuple[str, ...]
+    verbose: int = 0
+
+
+def render(report: Report, fmt: str) -> Rendered:
+    """The answer in format `fmt` (cudatx.render.formats)."""
+    return written("why", report, fmt)
 
 
 def to_json(report: WhyReport) -> str:

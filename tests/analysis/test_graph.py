@@ -21,7 +21,8 @@ from cudatx.analysis.graph import around, build_graph
 from cudatx.discover.target import start_query
 from cudatx.environment import Environment
 from cudatx.errors import ExitCode, NotInEnvironment
-from cudatx.render.graph import FORMATS, render
+from cudatx.render import graph as render_graph
+from cudatx.render.formats import formats
 from cudatx.scan import scan
 from tests.support import (
     build_wheel,
@@ -31,6 +32,12 @@ from tests.support import (
     site_packages,
     uv_install,
 )
+
+FORMATS = formats("graph")
+
+
+def render(graph: nx.MultiDiGraph, fmt: str) -> str:
+    return render_graph.render(graph, fmt).text
 
 
 @dataclass
