@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,21 @@ def test_ruff_format() -> None:
 def test_mypy_strict() -> None:
     done = _run("mypy")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_function_over_100_lines() -> None:
+    """A page-long function hides its phases: each part of a plan or a replay gets a name,
+    typed inputs and outputs, and a body a reader holds at once (issue 35)."""
+    long = [
+        f"{p.relative_to(ROOT).as_posix()}:{node.lineno} {node.name}: "
+        f"{node.end_lineno - node.lineno + 1} lines"
+        for p in sorted((ROOT / "cudatx").rglob("*.py"))
+        for node in ast.walk(ast.parse(p.read_text(), filename=str(p)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > 100
+    ]
+    assert long == []
 
 
 def test_pyelftools_stays_in_one_module() -> None:

@@ -455,24 +455,14 @@ class Process:
                 return reuse, hit, False
             # A preloaded library answers by name where no search might find it (the
             # libcusparse -> libnvJitLink case): say what the search alone would do.
-            alone: list[Attempt] = []
-            try:
-                found = self._search(name, loader, alone)
-            except _Fatal:
-                found = None
-            if found is None:
-                detail = "no search would find it without the preload"
-            elif found[1].file_id == hit.file_id:
-                detail = "the search alone finds the same file"
-            else:
-                detail = f"the search alone finds another file: {found[0].path}"
+            detail, alone = self._without_preload(name, loader, hit)
             reuse = made(
                 Status.RESOLVED,
                 how=How.ALREADY_LOADED,
                 path=hit.path,
                 reused=hit.path,
                 detail=detail,
-                attempts=tuple(alone),
+                attempts=alone,
             )
             return reuse, hit, False
         attempts: list[Attempt] = []
@@ -527,6 +517,24 @@ class Process:
             attempts=tuple(attempts),
         )
         return resolved, obj, new
+
+    def _without_preload(
+        self, name: str, loader: Loaded, hit: Loaded
+    ) -> tuple[str, tuple[Attempt, ...]]:
+        """What the search alone would do for `name`, which the preloaded `hit` answers:
+        said in words, and its attempts."""
+        alone: list[Attempt] = []
+        try:
+            found = self._search(name, loader, alone)
+        except _Fatal:
+            found = None
+        if found is None:
+            detail = "no search would find it without the preload"
+        elif found[1].file_id == hit.file_id:
+            detail = "the search alone finds the same file"
+        else:
+            detail = f"the search alone finds another file: {found[0].path}"
+        return detail, tuple(alone)
 
     def _same_file(self, probe: Probe) -> Loaded | None:
         if probe.file_id is None:

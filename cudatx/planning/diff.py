@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Set
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from cudatx.analysis import coverage, frameworks, observed, optional
 from cudatx.analysis.broken import already_broken
 from cudatx.analysis.cuda import Mixed, cuda_major_of_file, mixed_majors
+from cudatx.analysis.frameworks import ContextChange
 from cudatx.analysis.ownership import (
     byte_owners,
     is_code_file,
@@ -27,6 +28,7 @@ from cudatx.analysis.ownership import (
 from cudatx.analysis.problems import Problem
 from cudatx.discover.owners import owner_of
 from cudatx.environment import Environment
+from cudatx.loader.process import LoadResult
 from cudatx.models import Distribution, Evidence, Resolution
 from cudatx.paths import soname_stem
 from cudatx.planning.models import (
@@ -39,6 +41,7 @@ from cudatx.planning.models import (
     Plan,
     Preexisting,
     Rebound,
+    RequirementBroken,
     TraceRun,
     arriving_of,
     name_version,
@@ -62,7 +65,7 @@ def _owner_names(env: Environment, path: str | None) -> tuple[str, ...]:
     return tuple(d.name for d in env.owners_of(path)) if path else ()
 
 
-def _dist_of(env: Environment, path: str, arriving: set[str] | None = None) -> str | None:
+def _dist_of(env: Environment, path: str, arriving: Set[str] | None = None) -> str | None:
     """The first owner of `path`; an arriving one if the simulated install writes it."""
     owners = _owner_names(env, path)
     if arriving and env.view.real(path) != path:
@@ -70,7 +73,7 @@ def _dist_of(env: Environment, path: str, arriving: set[str] | None = None) -> s
     return owners[0] if owners else None
 
 
-def _reason(env: Environment, before: Resolution, after: Resolution, removed: set[str]) -> str:
+def _reason(env: Environment, before: Resolution, after: Resolution, removed: Set[str]) -> str:
     owners = env.owners_of(before.path) if before.path else ()
     deleting = [d.name for d in owners if d.name in removed]
     staying = [d for d in owners if d.name not in removed]
@@ -90,6 +93,65 @@ def _reason(env: Environment, before: Resolution, after: Resolution, removed: se
     return f"no longer found: {after.detail or after.status.value}"
 
 
+_Key = tuple[str, str, str, Evidence]  # (root, needed by, name, evidence): one edge
+_Group = tuple[str, str, Evidence]  # (needed by, name, evidence): one finding, whatever root
+_Needs = dict[_Group, tuple[Broken, list[str]]]  # a broken need, and the roots that had it
+
+
+@dataclass(frozen=True)
+class _Change:
+    """The distributions a change moves, by name, and the files it writes."""
+
+    arriving: frozenset[str]  # staged: installed, or reinstalled from their wheels' bytes
+    removed: frozenset[str]  # gone after it, none of their files installed again
+    written: Set[str]  # the keys of paths the change installs files at
+
+
+@dataclass(frozen=True)
+class _Edges:
+    """Every edge before and after the change, keyed alike, and the roots that failed before."""
+
+    old: dict[_Key, Resolution]
+    new: dict[_Key, Resolution]
+    failed_before: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _Rebindings:
+    """What becomes of the edges met before: those failing after, those that change provider."""
+
+    broken: _Needs
+    rebound: dict[_Group, Rebound]
+
+
+@dataclass(frozen=True)
+class _Roots:
+    """Imports that fail after the change; the optional modules (cudatx.analysis.optional)
+    and the notes of those that stop loading."""
+
+    broken: tuple[BrokenRoot, ...]
+    features: frozenset[str]
+    lost_features: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Requirements:
+    """The Requires-Dist counted against the change, and the plan's notes so far."""
+
+    broken: tuple[RequirementBroken, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """Whether the change is safe, and what beside its broken needs decides it."""
+
+    safe: bool
+    mixed: tuple[Mixed, ...]  # torch resolving a library of another CUDA major, new ones
+    mixed_before: tuple[Mixed, ...]
+    contexts: tuple[ContextChange, ...]
+
+
 def diff(
     env: Environment,
     after: Environment,
@@ -104,73 +166,162 @@ def diff(
 ) -> Plan:
     """`installing`: the staged distributions arriving; `restaged`: the staged copies of
     `reinstalling`, where the simulation put their wheels' bytes (an exact repair)."""
-    arriving = {d.name for d in (*installing, *restaged)}
-    written = arrivals(env, (*installing, *restaged)).keys()
-    removed = {d.name for d in removing} - {d.name for d in reinstalling} - arriving
+    change = _change_of(env, removing, reinstalling, (*installing, *restaged))
+    edges = _edges_of(env, after)
+    rebindings = _rebindings(env, after, edges, change)
+    broken = _new_failures(env, after, edges, rebindings.broken, change)
+    roots = _broken_roots(env, after, change)
+    required = _requirements(
+        env, after, (*removing, *reinstalling), installing, check_requirements, no_deps
+    )
+    needs, at_risk = _needs(env, broken, roots.features)
+    losses = _losses(env, after, removing, reinstalling, (*installing, *restaged), change.written)
+    verdict = _verdict(env, after, needs, at_risk, roots, required, losses, strict=strict)
+    # What was broken before is exactly what doctor reports as errors: the same findings;
+    # those a safe change leaves the environment without, it cures. (An unsafe one may end
+    # an error only by taking away what had it: that is no cure.)
+    preexisting, cures = _preexisting(env, after, verdict.mixed_before, judge=verdict.safe)
+    return Plan(
+        at_risk=at_risk,
+        strict=strict,
+        left_hollow=tuple(NameVersion(name=x.name, version=x.version) for x in losses if x.missing),
+        overwritten=tuple(
+            NameVersion(name=x.name, version=x.version) for x in losses if not x.missing
+        ),
+        losses=losses,
+        mixed=verdict.mixed,
+        contexts=verdict.contexts,
+        prefix=env.target.prefix,
+        safe=verdict.safe,
+        remove=tuple(name_version(d) for d in removing),
+        reinstall=tuple(arriving_of(d) for d in reinstalling),
+        install=tuple(arriving_of(d) for d in installing),
+        broken=needs,
+        broken_roots=roots.broken,
+        rebound=tuple(rebindings.rebound.values()),
+        requirements_broken=required.broken,
+        requirements_checked=check_requirements,
+        preexisting=preexisting,
+        cures=cures,
+        repair=None,
+        notes=(*required.notes, *roots.lost_features),
+        traces=_trace_runs(env),
+    )
+
+
+def _change_of(
+    env: Environment,
+    removing: tuple[Distribution, ...],
+    reinstalling: tuple[Distribution, ...],
+    staged: tuple[Distribution, ...],
+) -> _Change:
+    """`staged`: the distributions whose wheels the simulation installed."""
+    arriving = frozenset(d.name for d in staged)
+    return _Change(
+        arriving=arriving,
+        removed=frozenset({d.name for d in removing} - {d.name for d in reinstalling} - arriving),
+        written=arrivals(env, staged).keys(),
+    )
+
+
+def _edges_of(env: Environment, after: Environment) -> _Edges:
     old = _edges(env)
     # Not replayed (cudatx.planning.simulate): the same. Both tuples are compared, for an
     # environment without extension modules has the one empty tuple before and after.
     replayed = after.loads is not env.loads or after.observed is not env.observed
-    new = _edges(after) if replayed else old
-    # An import that already failed cannot be broken by the plan: its needs are not blamed.
-    failed_before = {env.keys(ld.root) for ld in env.loads if not ld.ok}
-    broken: dict[tuple[str, str, Evidence], tuple[Broken, list[str]]] = {}
-    rebound: dict[tuple[str, str, Evidence], Rebound] = {}
-    for key, b in old.items():
+    return _Edges(
+        old=old,
+        new=_edges(after) if replayed else old,
+        # An import that already failed cannot be broken by the plan: its needs are not blamed.
+        failed_before=frozenset(env.keys(ld.root) for ld in env.loads if not ld.ok),
+    )
+
+
+def _rebindings(
+    env: Environment, after: Environment, edges: _Edges, change: _Change
+) -> _Rebindings:
+    """The edges met before that fail after, or resolve to another provider."""
+    broken: _Needs = {}
+    rebound: dict[_Group, Rebound] = {}
+    for key, b in edges.old.items():
         root, needer, name, evidence = key
-        a = new.get(key)
+        a = edges.new.get(key)
         if b.status not in MET:
             continue  # already broken: doctor's finding, counted apart below
-        if root in failed_before:
+        if root in edges.failed_before:
             continue
         if a is None:
             continue  # its needer is gone, or not loaded since something above it broke
-        if evidence is Evidence.OBSERVED and _leaves_with_its_package(env, b, removed):
+        if evidence is Evidence.OBSERVED and _leaves_with_its_package(env, b, change.removed):
             continue
         group = (needer, name, evidence)
         if a.status not in MET:
             if group not in broken:
-                broken[group] = (
-                    Broken(
-                        soname=os.path.basename(b.name),
-                        needed_by=b.needed_by,
-                        needed_by_dist=_dist_of(env, b.needed_by),
-                        evidence=evidence,
-                        provider=b.path,
-                        provider_owners=_owner_names(env, b.path),
-                        reason=_reason(env, b, a, removed),
-                        roots=(),
-                        missing=a.missing,
-                        system_package=system_package(after, a.path) if a.missing else None,
-                    ),
-                    [],
-                )
+                broken[group] = (_lost_need(env, after, b, a, change.removed), [])
             broken[group][1].append(root)
         elif a.path and b.path and group not in rebound:
-            same = env.keys(a.path) == env.keys(b.path)
-            real = after.view.real(a.path)
-            # A staged file at the same path rebinds only if its bytes differ: reinstalling a
-            # distribution over its own bytes changes nothing the loader sees.
-            replaced = same and real != a.path and not same_bytes(env, a.path, real)
-            if same and not replaced:
-                continue
-            major = cuda_major_of_file(after, a.path, after.view.probe(a.path).info)
-            major_before = cuda_major_of_file(env, b.path, env.view.probe(b.path).info)
-            owners = _owner_names(after, a.path)
-            if replaced:  # other bytes at the same path: they are the arriving owner's
-                owners = tuple(n for n in owners if n in arriving) or owners
-            rebound[group] = Rebound(
-                soname=os.path.basename(b.name),
-                needed_by=b.needed_by,
-                needed_by_dist=_dist_of(env, b.needed_by),
-                evidence=evidence,
-                provider_before=b.path,
-                provider_after=a.path,
-                provider_before_owners=byte_owners(env, b.path),
-                provider_after_owners=owners,
-                cuda_major_before=major_before.major if major_before else None,
-                cuda_major_after=major.major if major else None,
-            )
+            found = _rebound(env, after, b, a, change.arriving)
+            if found is not None:
+                rebound[group] = found
+    return _Rebindings(broken=broken, rebound=rebound)
+
+
+def _lost_need(
+    env: Environment, after: Environment, b: Resolution, a: Resolution, removed: Set[str]
+) -> Broken:
+    """A need met before (`b`) that fails after (`a`)."""
+    return Broken(
+        soname=os.path.basename(b.name),
+        needed_by=b.needed_by,
+        needed_by_dist=_dist_of(env, b.needed_by),
+        evidence=b.evidence,
+        provider=b.path,
+        provider_owners=_owner_names(env, b.path),
+        reason=_reason(env, b, a, removed),
+        roots=(),
+        missing=a.missing,
+        system_package=system_package(after, a.path) if a.missing else None,
+    )
+
+
+def _rebound(
+    env: Environment, after: Environment, b: Resolution, a: Resolution, arriving: Set[str]
+) -> Rebound | None:
+    """A need met before (`b`) and after (`a`, both with a path) by another provider; None
+    where the provider stays."""
+    assert a.path is not None and b.path is not None
+    same = env.keys(a.path) == env.keys(b.path)
+    real = after.view.real(a.path)
+    # A staged file at the same path rebinds only if its bytes differ: reinstalling a
+    # distribution over its own bytes changes nothing the loader sees.
+    replaced = same and real != a.path and not same_bytes(env, a.path, real)
+    if same and not replaced:
+        return None
+    major = cuda_major_of_file(after, a.path, after.view.probe(a.path).info)
+    major_before = cuda_major_of_file(env, b.path, env.view.probe(b.path).info)
+    owners = _owner_names(after, a.path)
+    if replaced:  # other bytes at the same path: they are the arriving owner's
+        owners = tuple(n for n in owners if n in arriving) or owners
+    return Rebound(
+        soname=os.path.basename(b.name),
+        needed_by=b.needed_by,
+        needed_by_dist=_dist_of(env, b.needed_by),
+        evidence=b.evidence,
+        provider_before=b.path,
+        provider_after=a.path,
+        provider_before_owners=byte_owners(env, b.path),
+        provider_after_owners=owners,
+        cuda_major_before=major_before.major if major_before else None,
+        cuda_major_after=major.major if major else None,
+    )
+
+
+def _new_failures(
+    env: Environment, after: Environment, edges: _Edges, broken: _Needs, change: _Change
+) -> _Needs:
+    """`broken` with the needs that did not exist before and fail after added."""
+    out: _Needs = {group: (b, [*roots]) for group, (b, roots) in broken.items()}
+    old = edges.old
     # A need that did not exist before and fails now is broken, unless the same object
     # already failed the same library of another version (libnvrtc.so.13 before, .12 after:
     # a rebuilt cuDNN asks for its own CUDA major; nothing was lost).
@@ -186,11 +337,11 @@ def diff(
     }
     roots_then = {k[0] for k in old}
     broken_stems = {soname_stem(b.soname) for b, _ in broken.values()}
-    for key, a in new.items():
+    for key, a in edges.new.items():
         if key not in old and a.status not in MET:
             root, needer, name, evidence = key
             if (
-                root in failed_before
+                root in edges.failed_before
                 or (root, needer, soname_stem(name), evidence) in failing_stems
                 or (
                     root not in roots_then
@@ -201,36 +352,40 @@ def diff(
             if evidence is Evidence.DLOPEN_STRING and soname_stem(name) in broken_stems:
                 continue
             group = (needer, name, evidence)
-            entry = broken.setdefault(
-                group,
-                (
-                    Broken(
-                        soname=os.path.basename(a.name),
-                        needed_by=a.needed_by,
-                        needed_by_dist=_dist_of(after, a.needed_by, arriving),
-                        evidence=evidence,
-                        provider=None,
-                        provider_owners=(),
-                        reason=a.detail
-                        if a.missing and a.detail
-                        else f"a new need after rebinding: {a.detail or a.status.value}",
-                        roots=(),
-                        missing=a.missing,
-                        system_package=system_package(after, a.path) if a.missing else None,
-                    ),
-                    [],
-                ),
-            )
+            entry = out.setdefault(group, (_new_need(after, a, change.arriving), []))
             entry[1].append(root)
+    return out
+
+
+def _new_need(after: Environment, a: Resolution, arriving: Set[str]) -> Broken:
+    """A need that did not exist before the change and fails after it (`a`)."""
+    return Broken(
+        soname=os.path.basename(a.name),
+        needed_by=a.needed_by,
+        needed_by_dist=_dist_of(after, a.needed_by, arriving),
+        evidence=a.evidence,
+        provider=None,
+        provider_owners=(),
+        reason=a.detail
+        if a.missing and a.detail
+        else f"a new need after rebinding: {a.detail or a.status.value}",
+        roots=(),
+        missing=a.missing,
+        system_package=system_package(after, a.path) if a.missing else None,
+    )
+
+
+def _broken_roots(env: Environment, after: Environment, change: _Change) -> _Roots:
+    """The imports that load before (or arrive) and fail after the change."""
     roots_before = {env.keys(ld.root): ld for ld in env.loads}
     # A module no top-level import loads (cudatx.analysis.optional: numba's TBB layer, a
     # module only a function imports) that stops loading is a feature lost, said in a note;
     # it makes no plan unsafe. A framework's modules keep their contexts' verdicts.
-    features = {
-        env.keys(ld.root): ld
+    features = frozenset(
+        env.keys(ld.root)
         for ld in after.loads
         if ld.framework is None and optional.not_imported(after, ld)
-    }
+    )
     lost_features: list[str] = []
     broken_roots = []
     for load in after.loads:
@@ -244,26 +399,39 @@ def diff(
         # An arriving extension module that would fail is a failing import as much as an
         # installed one: one shape for both.
         if not load.ok:
-            run = frameworks.run_of(after, load)
-            first = glibc_first(
-                r for r in load.resolutions if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
-            )
-            if first is None and run is not None:  # a hand load, or the root's own dlopen
-                first = glibc_first(r for r in load.resolutions if r.evidence.decisive)
-            broken_roots.append(
-                BrokenRoot(
-                    root=load.root,
-                    dist=_dist_of(after, load.root, arriving),
-                    first_missing=os.path.basename(first.cause or first.name)
-                    if first
-                    else "a preload",
-                    detail=first.detail if first and first.missing else None,
-                    missing=first.missing if first else (),
-                    framework=run.label if run is not None else None,
-                    context=load.context,
-                    importer=_importer(after, load.root),
-                )
-            )
+            broken_roots.append(_broken_root(after, load, change.arriving))
+    return _Roots(broken=tuple(broken_roots), features=features, lost_features=tuple(lost_features))
+
+
+def _broken_root(after: Environment, load: LoadResult, arriving: Set[str]) -> BrokenRoot:
+    run = frameworks.run_of(after, load)
+    first = glibc_first(
+        r for r in load.resolutions if r.evidence in (Evidence.IMPORT, Evidence.DT_NEEDED)
+    )
+    if first is None and run is not None:  # a hand load, or the root's own dlopen
+        first = glibc_first(r for r in load.resolutions if r.evidence.decisive)
+    return BrokenRoot(
+        root=load.root,
+        dist=_dist_of(after, load.root, arriving),
+        first_missing=os.path.basename(first.cause or first.name) if first else "a preload",
+        detail=first.detail if first and first.missing else None,
+        missing=first.missing if first else (),
+        framework=run.label if run is not None else None,
+        context=load.context,
+        importer=_importer(after, load.root),
+    )
+
+
+def _requirements(
+    env: Environment,
+    after: Environment,
+    leaving: tuple[Distribution, ...],
+    installing: tuple[Distribution, ...],
+    check_requirements: bool,
+    no_deps: bool,
+) -> _Requirements:
+    """The requirements the change breaks, as counted, and the notes on what is not counted
+    (`leaving`: the distributions removed or reinstalled)."""
     requirements = requirements_diff(env, after)
     # First: the verdict line of a plan unsafe for a reason of its notes says the last one.
     notes = [
@@ -271,7 +439,7 @@ def diff(
         for t in env.traces
         if t.stale is not None
     ]
-    notes += coverage.plan_notes(env, frozenset(d.name for d in (*removing, *reinstalling)))
+    notes += coverage.plan_notes(env, frozenset(d.name for d in leaving))
     if no_deps:
         # uv was told to install only what is named: what those need is the user's to meet.
         own = {d.name for d in installing}
@@ -281,6 +449,14 @@ def diff(
         requirements = [r for r in requirements if r.dist not in own]
     if not check_requirements:
         requirements = []
+    return _Requirements(broken=tuple(requirements), notes=tuple(notes))
+
+
+def _needs(
+    env: Environment, broken: _Needs, features: Set[str]
+) -> tuple[tuple[Broken, ...], tuple[Broken, ...]]:
+    """(the broken needs that make a plan unsafe, those at risk only), each with its roots
+    and the traced runs that had it."""
     traced = observed.by_root(env)
     every = [
         replace(
@@ -290,13 +466,28 @@ def diff(
         )
         for b, roots in broken.values()
     ]
-    # Needs only optional modules had (their roots all in `features`): the notes above.
-    every = [b for b in every if b.traces or not set(b.roots) <= features.keys() or not b.roots]
-    notes += lost_features
+    # Needs only optional modules had (their roots all in `features`): the notes of
+    # _broken_roots.
+    every = [b for b in every if b.traces or not set(b.roots) <= features or not b.roots]
     # `broken` holds libraries something needs; a module Python imports is a broken root.
     edges = tuple(b for b in every if b.evidence.decisive and b.evidence is not Evidence.IMPORT)
     at_risk = tuple(b for b in every if not b.evidence.decisive)
-    losses = _losses(env, after, removing, reinstalling, (*installing, *restaged), written)
+    return edges, at_risk
+
+
+def _verdict(
+    env: Environment,
+    after: Environment,
+    needs: tuple[Broken, ...],
+    at_risk: tuple[Broken, ...],
+    roots: _Roots,
+    required: _Requirements,
+    losses: tuple[Loss, ...],
+    *,
+    strict: bool,
+) -> _Verdict:
+    """Whether the change is safe: nothing it breaks counts against it, and nothing it
+    leaves (a CUDA major mixed anew, a framework's context lost) does."""
     was_mixed = mixed_majors(env)
     mixed_before = {(m.soname, env.keys(m.needed_by)) for m in was_mixed}
     mixed = tuple(
@@ -307,49 +498,24 @@ def diff(
     # and no import: said, and counted only with --strict (a build may compile against
     # those headers later; cudatx vouches for loading, not for builds).
     counted_losses = [x for x in losses if x.code or strict]
-    safe = not edges and not broken_roots and not requirements and not mixed
+    safe = not needs and not roots.broken and not required.broken and not mixed
     safe = safe and not counted_losses
     safe = safe and not any(c.breaks for c in contexts)
     safe = safe and not (strict and at_risk)
-    # What was broken before is exactly what doctor reports as errors: the same findings;
-    # those a safe change leaves the environment without, it cures. (An unsafe one may end
-    # an error only by taking away what had it: that is no cure.)
-    preexisting, cures = _preexisting(env, after, was_mixed, judge=safe)
-    return Plan(
-        at_risk=at_risk,
-        strict=strict,
-        left_hollow=tuple(NameVersion(name=x.name, version=x.version) for x in losses if x.missing),
-        overwritten=tuple(
-            NameVersion(name=x.name, version=x.version) for x in losses if not x.missing
-        ),
-        losses=losses,
-        mixed=mixed,
-        contexts=contexts,
-        prefix=env.target.prefix,
-        safe=safe,
-        remove=tuple(name_version(d) for d in removing),
-        reinstall=tuple(arriving_of(d) for d in reinstalling),
-        install=tuple(arriving_of(d) for d in installing),
-        broken=edges,
-        broken_roots=tuple(broken_roots),
-        rebound=tuple(rebound.values()),
-        requirements_broken=tuple(requirements),
-        requirements_checked=check_requirements,
-        preexisting=preexisting,
-        cures=cures,
-        repair=None,
-        notes=tuple(notes),
-        traces=tuple(
-            TraceRun(
-                id=t.id,
-                command=t.record.command_line,
-                created=t.record.created,
-                label=t.record.label,
-                exit_code=t.record.exit_code,
-                stale=t.stale,
-            )
-            for t in env.traces
-        ),
+    return _Verdict(safe=safe, mixed=mixed, mixed_before=was_mixed, contexts=contexts)
+
+
+def _trace_runs(env: Environment) -> tuple[TraceRun, ...]:
+    return tuple(
+        TraceRun(
+            id=t.id,
+            command=t.record.command_line,
+            created=t.record.created,
+            label=t.record.label,
+            exit_code=t.record.exit_code,
+            stale=t.stale,
+        )
+        for t in env.traces
     )
 
 

@@ -265,7 +265,6 @@ def _fill(
 ) -> tuple[Snapshot, list[str]]:
     """take's work once snapshot.tmp/ and its files/ exist (`files`: that folder, open)."""
     prefix = root.prefix
-    final = txn_dir / SNAPSHOT
     saved: list[SavedFile] = []
     kept_folders: list[str] = []
     outside: list[str] = []
@@ -318,12 +317,31 @@ def _fill(
         except OSError as exc:
             raise StoreError(f"cannot save {path}: {exc.strerror}", path=path) from None
 
+    snapshot = Snapshot(
+        files=tuple(saved),
+        folders=tuple(kept_folders),
+        folder_modes=_folder_modes(root, saved, kept_folders, rels),
+        prefix_id=root.identity(),
+        installed=tuple(dict(entry) for entry in installed),
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds"),
+        prefix=prefix,
+        rels={p: r for p, r in rels.items() if lexical(p, prefix) != r},
+    )
+    _commit(tmp, txn_dir, files, snapshot)
+    return snapshot, outside
+
+
+def _folder_modes(
+    root: Root, saved: list[SavedFile], kept_folders: list[str], rels: Mapping[str, str]
+) -> dict[str, int]:
+    """The mode of every folder above a path saved or kept (and of a kept folder itself),
+    by its path under the prefix."""
     modes: dict[str, int] = {}
     for path in (*(f.path for f in saved), *kept_folders):
         rel = rels[path]
         folder = rel if path in kept_folders else os.path.dirname(rel)
         while folder:
-            key = os.path.join(prefix, folder)
+            key = os.path.join(root.prefix, folder)
             if key in modes:
                 break
             try:
@@ -331,16 +349,12 @@ def _fill(
             except OSError as exc:
                 raise StoreError(f"cannot save {key}: {exc.strerror}", path=key) from None
             folder = os.path.dirname(folder)
-    snapshot = Snapshot(
-        files=tuple(saved),
-        folders=tuple(kept_folders),
-        folder_modes=modes,
-        prefix_id=root.identity(),
-        installed=tuple(dict(entry) for entry in installed),
-        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds"),
-        prefix=prefix,
-        rels={p: r for p, r in rels.items() if lexical(p, prefix) != r},
-    )
+    return modes
+
+
+def _commit(tmp: Path, txn_dir: Path, files: int, snapshot: Snapshot) -> None:
+    """Write the manifest of `snapshot` in snapshot.tmp/, make it durable, and rename the
+    folder to snapshot/."""
     try:
         _write_new(tmp / MANIFEST, _manifest_bytes(snapshot))
         os.fsync(files)
@@ -348,13 +362,12 @@ def _fill(
         # The commit point: rename(2) of the folder is atomic, and the fsync of txn_dir after
         # it makes the new name durable (a crash before it leaves snapshot.tmp, never a
         # half-filled snapshot/).
-        os.rename(tmp, final)
+        os.rename(tmp, txn_dir / SNAPSHOT)
         fsync_dir(txn_dir)
     except OSError as exc:
         raise StoreError(
             f"cannot write the snapshot in {tmp}: {exc.strerror}", path=str(tmp)
         ) from None
-    return snapshot, outside
 
 
 class Size(NamedTuple):
