@@ -268,47 +268,85 @@ def companions(
     tops = {t: files for t, files in tops.items() if "__init__.py" in files}
     if len(tops) < 2:
         return ()
-    out: list[Companion] = []
-    for importer, files in sorted(tops.items()):
-        # Only a file with an import statement naming another of the tops can import it
-        # (`from nvfuser import`, `import os, nvfuser`); the importer's own name is in nearly
-        # every file of it (torch's 2,000 import torch): parsing them all took 12 s of a
-        # cold plan. `ast` then drops the lines that only look like imports (in a string).
-        others = ("|".join(re.escape(t) for t in sorted(tops) if t != importer)).encode()
+    wheel = _Wheel(site, tops, real)
+    # Packages that import each other are peers: whether each imports the other is known at
+    # its first import found, so a pair is read whole only where it is one-way (torch 2.14's
+    # torch and functorch import each other from hundreds of files; parsing every one of
+    # them was most of a cold plan).
+    imports = {
+        (importer, top): bool(wheel.imports(importer, top, first=True))
+        for importer in sorted(tops)
+        for top in sorted(tops)
+        if top != importer
+    }
+    return tuple(
+        Companion(
+            os.path.join(site, top),
+            os.path.join(site, importer),
+            tuple(sorted(wheel.imports(importer, top, first=False).items())),
+        )
+        for (importer, top), found in imports.items()
+        if found and not imports[(top, importer)]
+    )
+
+
+class _Wheel:
+    """The top-level packages of one wheel's RECORD, their files read once and parsed only
+    where a line looks like an import of the package asked about."""
+
+    def __init__(self, site: str, tops: dict[str, list[str]], real: Callable[[str], str]):
+        self.site = site
+        self.tops = tops
+        self.real = real
+        self._sources: dict[str, dict[str, bytes]] = {}
+        self._parsed: dict[str, list[tuple[str, int]]] = {}
+
+    def imports(self, importer: str, top: str, *, first: bool) -> dict[str, int]:
+        """file -> the line of its first import of `top`, for the files of `importer` that
+        import it anywhere (module level, a function, a try); with `first`, the first such
+        file only. Only a file with an import statement naming `top` can import it (`from
+        nvfuser import`, `import os, nvfuser`); `ast` then drops the lines that only look
+        like imports (in a string). Deviation: an import continued onto the next line with a
+        backslash before the name is not seen."""
         pattern = re.compile(
-            rb"^[ \t]*(?:from[ \t]+(?:"
-            + others
-            + rb")\b|import[ \t][^\n#]*\b(?:"
-            + others
-            + rb")\b)",
+            rb"^[ \t]*(?:from[ \t]+" + re.escape(top).encode() + rb"\b"
+            rb"|import[ \t][^\n#]*\b" + re.escape(top).encode() + rb"\b)",
             re.M,
         )
-        found: dict[str, dict[str, int]] = {}
-        for rest in files:
-            if not rest.endswith(".py"):
+        name = top.encode()
+        out: dict[str, int] = {}
+        for path, source in self._files(importer).items():
+            if name not in source or not pattern.search(source):
                 continue
-            path = os.path.join(site, importer, rest)
-            try:
-                with open(real(path), "rb") as handle:
-                    source = handle.read()
-            except OSError:
-                continue
-            if not pattern.search(source):
-                continue
-            for top, line in _imports_anywhere(source):
-                if top in tops and top != importer:
-                    lines = found.setdefault(top, {})
-                    lines[path] = min(line, lines.get(path, line))
-        for top, at in sorted(found.items()):
-            out.append(
-                Companion(
-                    os.path.join(site, top),
-                    os.path.join(site, importer),
-                    tuple(sorted(at.items())),
-                )
-            )
-    pairs = {(c.package, c.importer) for c in out}
-    return tuple(c for c in out if (c.importer, c.package) not in pairs)
+            if path not in self._parsed:
+                self._parsed[path] = list(_imports_anywhere(source))
+            lines = [line for name, line in self._parsed[path] if name == top]
+            if lines:
+                out[path] = min(lines)
+                if first:
+                    break
+        return out
+
+    def _files(self, importer: str) -> dict[str, bytes]:
+        """The `.py` files of `importer` that name another top at all, by path (the
+        importer's own name is in nearly every file of it: torch's 2,000 `import torch`)."""
+        if importer not in self._sources:
+            # a substring test (memmem in C): a regex over torch's 2,000 files took 0.4 s
+            others = [t.encode() for t in sorted(self.tops) if t != importer]
+            kept: dict[str, bytes] = {}
+            for rest in self.tops[importer]:
+                if not rest.endswith(".py"):
+                    continue
+                path = os.path.join(self.site, importer, rest)
+                try:
+                    with open(self.real(path), "rb") as handle:
+                        source = handle.read()
+                except OSError:
+                    continue
+                if any(other in source for other in others):
+                    kept[path] = source
+            self._sources[importer] = kept
+        return self._sources[importer]
 
 
 def _imports_anywhere(source: bytes) -> Iterator[tuple[str, int]]:
