@@ -47,7 +47,7 @@ import re
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
@@ -207,34 +207,72 @@ def _from_file(wheel: Wheel) -> str:
 # -- 2. uv's cache ----------------------------------------------------------------------------
 
 
-def from_uv_cache(cache: str, wheel: Wheel) -> str | None:
-    """The RECORD text of `wheel` as uv's cache holds it unpacked, or None."""
+class UvWheelFolders:
+    """Where uv's wheel cache keeps each name's pointers (`wheels-vN/<index>/<name>/`, and
+    `wheels-vN/<index>/<hash>/<name>/` for an index or URL of its own), listed once for all
+    the wheels of a check: globbing `*/*/<name>` per wheel listed every index folder again
+    (0.6 s of a warm hook over 29 wheels, a cache of 880 index folders)."""
+
+    def __init__(self, cache: str) -> None:
+        self.cache = cache
+        self._listed: list[tuple[dict[str, list[str]], dict[str, list[str]]]] | None = None
+
+    def pointers(self, name: str) -> Iterator[Path]:
+        """The pointer files for `name`, newest bucket first, in the order uv's layouts are
+        tried: `.http` one level down, `.http` two, `.rev` two, `.rev` one."""
+        for one, two in self._buckets():
+            for folders, suffix in ((one, ".http"), (two, ".http"), (two, ".rev"), (one, ".rev")):
+                for folder in folders.get(name, ()):
+                    yield from sorted(Path(folder).glob(f"*{suffix}"))
+
+    def _buckets(self) -> list[tuple[dict[str, list[str]], dict[str, list[str]]]]:
+        if self._listed is None:
+            root = Path(self.cache)
+            buckets = sorted(root.glob("wheels-v*"), key=lambda p: p.name, reverse=True)
+            self._listed = [_listing(bucket) for bucket in buckets]
+        return self._listed
+
+
+def _listing(bucket: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(name -> its folders one level under the bucket's index folders, and two levels)."""
+    one: dict[str, list[str]] = {}
+    two: dict[str, list[str]] = {}
+    for index in _folders(str(bucket)):
+        for child in _folders(index):
+            one.setdefault(os.path.basename(child), []).append(child)
+            for grandchild in _folders(child):
+                two.setdefault(os.path.basename(grandchild), []).append(grandchild)
+    return one, two
+
+
+def _folders(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return sorted(e.path for e in entries if e.is_dir())
+    except OSError:
+        return []
+
+
+def from_uv_cache(cache: str, wheel: Wheel, folders: UvWheelFolders | None = None) -> str | None:
+    """The RECORD text of `wheel` as uv's cache holds it unpacked, or None. `folders`: the
+    cache as listed for this check (else listed now)."""
     needles = [n.encode() for n in (wheel.sha256, wheel.url) if n]
     if not cache or not needles:
         return None
-    root = Path(cache)
-    buckets = sorted(root.glob("wheels-v*"), key=lambda p: p.name, reverse=True)
-    for bucket in buckets:
-        pointers = [
-            *bucket.glob(f"*/{wheel.name}/*.http"),
-            *bucket.glob(f"*/*/{wheel.name}/*.http"),
-            *bucket.glob(f"*/*/{wheel.name}/*.rev"),
-            *bucket.glob(f"*/{wheel.name}/*.rev"),
-        ]
-        for pointer in pointers:
-            try:
-                said = read_bounded(pointer, _POINTER_LIMIT)
-            except OSError:
-                continue
-            # The sha256 where the index gave one (uv keeps what it checked), else the URL.
-            if needles[0] not in said:
-                continue
-            archive = os.path.realpath(pointer.with_suffix(""))
-            if not os.path.isdir(archive) or os.path.basename(archive).encode() not in said:
-                continue
-            text = _archive_record(archive, wheel.name)
-            if text is not None:
-                return text
+    for pointer in (folders or UvWheelFolders(cache)).pointers(wheel.name):
+        try:
+            said = read_bounded(pointer, _POINTER_LIMIT)
+        except OSError:
+            continue
+        # The sha256 where the index gave one (uv keeps what it checked), else the URL.
+        if needles[0] not in said:
+            continue
+        archive = os.path.realpath(pointer.with_suffix(""))
+        if not os.path.isdir(archive) or os.path.basename(archive).encode() not in said:
+            continue
+        text = _archive_record(archive, wheel.name)
+        if text is not None:
+            return text
     return None
 
 
@@ -363,10 +401,11 @@ def read_records(
         texts[wheel.name] = (text, read)
 
     remote: list[Wheel] = []
+    listed = UvWheelFolders(uv_cache)
     for wheel in wheels:
         if wheel.path is not None:
             done(wheel, _from_file(wheel), Source.FILE)
-        elif (text := from_uv_cache(uv_cache, wheel)) is not None:
+        elif (text := from_uv_cache(uv_cache, wheel, listed)) is not None:
             done(wheel, text, Source.UV_CACHE)
         elif cache is not None and (text := _cached(cache, wheel)) is not None:
             done(wheel, text, Source.CUDATX_CACHE)
