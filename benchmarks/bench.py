@@ -6,7 +6,7 @@ Environments (built once, kept under $CUDATX_BENCH_DIR, default ~/.cache/cudatx-
 - torch: a hard-linked copy of the suite's real torch 2.14.1 environment
   (tests/support/torch_env.py, `pip install torch==2.14.1`) with `six` added by uv, so that
   `cudatx remove six --dry-run` has something to plan;
-- scale-N for N in 250, 500, 1000, 2000: N real ELF objects compiled with cc (chains of nine
+- scale-N for N in 250, 500, 1000, 2000, 5000: N real ELF objects compiled with cc (chains of nine
   libraries, each needing the one before it through RUNPATH $ORIGIN, and one extension module
   per chain that needs the chain through RPATH $ORIGIN/lib), one wheel per chain with RECORD,
   installed by uv; plus one pure-Python wheel `bench-pure`.
@@ -51,7 +51,7 @@ from tests.support import (  # noqa: E402
     uv_install,
 )
 
-SIZES = (250, 500, 1000, 2000)
+SIZES = (250, 500, 1000, 2000, 5000)
 CHAIN = 10  # ELF objects per package: nine libraries and one extension module
 _ELF_MAGIC = b"\x7fELF"
 
@@ -241,12 +241,19 @@ def contaminated_env(base: Path) -> Path:
     return env
 
 
+# The hook's file (issue 36): torch and a CUDA 13 wheel, as a project pins them.
+HOOK_FILE = "torch==2.14.1\nnvidia-cudnn-cu13==9.24.0.43\n"
+
+
 def torch_bench(base: Path, work: Path, rounds: int) -> tuple[int, Measured]:
     env_path = torch_env(base)
     twins = contaminated_env(base)
     py = sys.executable
     env = child_env(work / "pycache", work / "cache-torch")
     elfs = elf_files(env_path)
+    hook = work / "hook" / "requirements.txt"
+    hook.parent.mkdir()
+    hook.write_text(HOOK_FILE)
     cudatx = [py, "-c", CUDATX]
     target = ["--python", str(env_path)]
     commands = {
@@ -288,6 +295,18 @@ def torch_bench(base: Path, work: Path, rounds: int) -> tuple[int, Measured]:
             str(twins),
         ],
         "pip --python ENV check (cu12 over)": [py, "-m", "pip", "--python", str(twins), "check"],
+        "cudatx remove six --dry-run --trial": [
+            *cudatx,
+            "remove",
+            "six",
+            "--dry-run",
+            "--trial",
+            *target,
+        ],
+        # The hook on CI: no environment (the work folder has no .venv and VIRTUAL_ENV is
+        # unset), the file alone, against `uv pip compile` of the same file.
+        "cudatx check-requirements FILE (no env)": [*cudatx, "check-requirements", str(hook)],
+        "uv pip compile FILE": [uv_bin(), "pip", "compile", "-q", str(hook)],
         "uv pip list --python ENV": [uv_bin(), "pip", "list", "--python", str(env_path)],
         f"ldd over every ELF ({len(elfs)})": ["ldd", *elfs],
         "cudatx --version": [*cudatx, "--version"],
@@ -335,13 +354,23 @@ def report(torch: tuple[int, Measured] | None, scale: Measured | None) -> str:
         widths = (42, 9, 12, 10, 5)
         lines.append(_row(("command", "median s", "ratio", "peak MB", "exit"), widths))
         twins = median["pip --python ENV check (cu12 over)"]
+        compile_ = median["uv pip compile FILE"]
         for key, value in median.items():
-            peer = version if "version" in key else twins if "cu12 over" in key else check
+            peer = (
+                version
+                if "version" in key
+                else compile_
+                if "check-requirements" in key or "compile" in key
+                else twins
+                if "cu12 over" in key
+                else check
+            )
             cells = (key, f"{value:.3f}", f"{value / peer:.2f}x", f"{peaks[key] / 1024:.0f}")
             lines.append(_row((*cells, str(codes[key])), widths))
         lines.append(
             "ratio: to `pip --python ENV check` of the same environment; --version lines to "
-            "`pip --version`; cu12 over: torch 2.14.1 with the CUDA 12 cuDNN, NCCL, "
+            "`pip --version`; check-requirements to `uv pip compile` of the same file; "
+            "cu12 over: torch 2.14.1 with the CUDA 12 cuDNN, NCCL, "
             "cuSPARSELt and NVSHMEM installed over its CUDA 13 ones"
         )
         warm = median["cudatx remove six --dry-run (warm)"] / check
@@ -383,6 +412,14 @@ def report(torch: tuple[int, Measured] | None, scale: Measured | None) -> str:
                 f"goal    {key.removeprefix('cudatx ')} <= {goal}x pip check: {got:.2f}x  "
                 f"{'met' if got <= goal else 'NOT met'}"
             )
+        hook_ratio = median["cudatx check-requirements FILE (no env)"] / compile_
+        trial = median["cudatx remove six --dry-run --trial"] / check
+        lines += [
+            f"goal    check-requirements FILE (no env) <= 1.5x uv pip compile: {hook_ratio:.2f}x  "
+            f"{'met' if hook_ratio <= 1.5 else 'NOT met'}",
+            f"goal    remove six --dry-run --trial <= 3x pip check: {trial:.2f}x  "
+            f"{'met' if trial <= 3 else 'NOT met'}",
+        ]
     if scale is not None:
         peaks, median = scale.peaks, scale.medians()
         lines += [
@@ -413,7 +450,7 @@ def report(torch: tuple[int, Measured] | None, scale: Measured | None) -> str:
         for kind in ("warm", "cold"):
             per_large = median[f"{large} {kind}"] / large
             per_small = median[f"{small} {kind}"] / small
-            # Linear growth: the time per ELF object at 2000 within 1.5x of that at 250.
+            # Linear growth: the time per ELF object at 5000 within 1.5x of that at 250.
             # With a fixed start-up cost, it is well under 1x; above 1.5x means superlinear.
             ratio = per_large / per_small
             marginal = (median[f"{large} {kind}"] - median[f"{small} {kind}"]) / (large - small)
