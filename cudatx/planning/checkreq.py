@@ -29,7 +29,7 @@ from cudatx.analysis.commands import cudatx_line
 from cudatx.analysis.cuda import cuda_major_of_name
 from cudatx.cache import ScanCache
 from cudatx.environment import Environment
-from cudatx.errors import CudatxError, UsageError, needs_build
+from cudatx.errors import CudatxError, NeedsBuild, UsageError, needs_build
 from cudatx.models import Frozen, PythonTarget
 from cudatx.names import canonical_name
 from cudatx.planning import building
@@ -437,16 +437,18 @@ def check_conflicts(
         *building.unbuilt_settings(target.markers),
     ]
     if unbuilt and planning.allow_build:
-        raise UsageError(
-            f"{needs_build(unbuilt).partition(': pass')[0]}: the check without an environment "
-            "never builds; pass --fresh (or --python) with --allow-build"
-        )
-    building.refuse(unbuilt)
+        raise UsageError(_never_builds(needs_build(unbuilt)))
     conflicts: tuple[Conflict, ...] = ()
     unhashed: tuple[Unhashed, ...] = ()
     records: tuple[WheelRecord, ...] = ()
-    if now.entries:
-        _, records, _, conflicts, unhashed = _conflicts(target, now, before, planning, mode, wheels)
+    try:
+        building.refuse(unbuilt)
+        if now.entries:
+            found = _conflicts(target, now, before, planning, mode, wheels)
+            _, records, _, conflicts, unhashed = found
+    except NeedsBuild as exc:
+        # "pass --allow-build" would be refused here (above): say what does build it.
+        raise NeedsBuild(_never_builds(exc.message)) from None
     return FileCheck(
         path=path,
         kind=now.kind,
@@ -463,6 +465,19 @@ def check_conflicts(
         wheels=tuple(r.read for r in records),
         python=target.version,
     )
+
+
+_NEVER_BUILDS = (
+    "the check without an environment never builds; pass --fresh (or --python) with --allow-build"
+)
+
+
+def _never_builds(message: str) -> str:
+    """A NeedsBuild line as the check without an environment says it: what builds it there is
+    --fresh or --python with --allow-build, not --allow-build alone."""
+    if _NEVER_BUILDS in message:
+        return message
+    return f"{message.removesuffix(': pass --allow-build')}: {_NEVER_BUILDS}"
 
 
 def _fresh_command(path: str, planning: Planning) -> str:

@@ -268,9 +268,11 @@ def test_what_can_only_be_built_is_not_built(tmp_path: Path) -> None:
     project = _project(tmp_path, f"srconly @ file://{source}\n")
     done = _check(project, "requirements.txt", "--offline", "-q")
     assert done.returncode == 16, done.stdout + done.stderr  # NeedsBuild, named by its line
+    # What builds it here: --allow-build alone is refused without an environment (below).
     assert done.stderr == (
         f"cudatx: error: srconly (requirements.txt:1: srconly @ file://{source}) can only be "
-        "checked by building it: pass --allow-build\n"
+        "checked by building it: the check without an environment never builds; pass --fresh "
+        "(or --python) with --allow-build\n"
     )
     allowed = _check(project, "requirements.txt", "--offline", "-q", "--allow-build")
     assert allowed.returncode == 2, allowed.stdout + allowed.stderr

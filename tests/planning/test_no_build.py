@@ -40,6 +40,16 @@ from tests.support.wheels import build_wheel
 
 NEEDS_BUILD = 16  # cudatx/errors.py ExitCode.NEEDS_BUILD
 ASKED = "can only be checked by building it: pass --allow-build"
+# Without an environment --allow-build alone is refused: the line says what builds it.
+NO_ENV = (
+    "can only be checked by building it: the check without an environment never builds; "
+    "pass --fresh (or --python) with --allow-build"
+)
+
+
+def asked_of(command: str) -> str:
+    """What the refusal of `command` asks the user to pass."""
+    return NO_ENV if command == "check, no environment" else ASKED
 
 
 @dataclass(frozen=True)
@@ -190,7 +200,8 @@ def test_no_binary_is_refused_not_built(
     named = asked.named.format(project=project, xdg=tmp_path / "xdg")
     assert runs(marker) == [], f"built: {runs(marker)}\n{done.stderr}"
     assert done.returncode == NEEDS_BUILD, done.stdout + done.stderr
-    assert done.stderr.strip().splitlines()[-1] == f"cudatx: error: {named} {ASKED}", done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line == f"cudatx: error: {named} {asked_of(command)}", done.stderr
 
 
 @pytest.mark.parametrize("form", ["--no-binary NAME", "uv.toml [pip]", "UV_CONSTRAINT"])
@@ -219,7 +230,7 @@ def test_only_binary_none_builds_nothing(
     done = _run(project, links, *COMMANDS[command](FILE, venv))
     assert runs(marker) == [], f"built: {runs(marker)}\n{done.stderr}"
     assert done.returncode == NEEDS_BUILD, done.stdout + done.stderr
-    assert f"lonely {ASKED}" in done.stderr, done.stderr
+    assert f"lonely {asked_of(command)}" in done.stderr, done.stderr
 
     (project / FILE).write_text("--only-binary :none:\ntattle\n")
     judged = _run(project, links, *COMMANDS[command](FILE, venv))
@@ -283,7 +294,8 @@ def test_a_setup_py_is_not_run(tmp_path: Path, venv: Path) -> None:
         done = _run(project, here, *COMMANDS[command](FILE, venv))
         assert not marker.exists(), f"{command}: setup.py ran\n{done.stderr}"
         assert done.returncode == NEEDS_BUILD, f"{command}: {done.stdout}{done.stderr}"
-        assert f"oldstyle ({FILE}:1: --no-binary oldstyle) {ASKED}" in done.stderr
+        said = f"oldstyle ({FILE}:1: --no-binary oldstyle) {asked_of(command)}"
+        assert said in done.stderr, f"{command}: {done.stderr}"
     _run(project, here, *COMMANDS["check --python"](FILE, venv), "--allow-build")
     assert marker.exists(), "--allow-build should have run setup.py"
 
