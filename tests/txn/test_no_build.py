@@ -42,10 +42,20 @@ def sdists(world: World, marker: Path) -> Path:
     return sdist_of(project, world.work / "links", "tattle", "1.0").parent
 
 
-def _refused(done: subprocess.CompletedProcess[str], marker: Path, named: str) -> None:
+ASKED = "can only be checked by building it: pass --allow-build"
+# Without an environment --allow-build alone is refused: the line says what builds it.
+NO_ENV = (
+    "can only be checked by building it: the check without an environment never builds; "
+    "pass --fresh (or --python) with --allow-build"
+)
+
+
+def _refused(
+    done: subprocess.CompletedProcess[str], marker: Path, named: str, asked: str = ASKED
+) -> None:
     assert done.returncode == NEEDS_BUILD, done.stderr
     line = error(done)
-    assert named in line and "can only be checked by building it: pass --allow-build" in line
+    assert named in line and asked in line, line
     assert runs(marker) == [], _built(marker)
 
 
@@ -164,5 +174,5 @@ def test_check_requirements_without_an_environment_never_runs_the_checked_code(
     path, named = _requirements(world, sdists, marker, how)
     done = cudatx("check-requirements", "--offline", os.fspath(path), **_how(world, None))
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
-    _refused(done, marker, named)
+    _refused(done, marker, named, NO_ENV)
     record_property("outcome", f"no environment, {how}: exit 16 naming it, never built")
