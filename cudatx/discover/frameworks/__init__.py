@@ -1,8 +1,7 @@
 """Frameworks that load NVIDIA libraries by hand, each read from its installed source.
 
-torch's preload reader (cudatx.discover.preloads) is one instance of a general idea: a
-framework's Python code loads libraries with ctypes before the library that needs them, and
-what it loads is written in its source. Each framework here is one module of this package
+A framework's Python code loads libraries with ctypes before the library that needs them,
+and what it loads is written in its source. Each framework here is one module of this package
 (its reader), one data file (cudatx/data/frameworks/NAME.json) and one test; a reader is
 registered by name when its module is imported, and every module of this package is.
 
@@ -19,6 +18,10 @@ shadow of the environment): what the framework does with the NVIDIA libraries be
 the driver for a device, and its real GPU start where it has one. Each step carries the
 framework it belongs to, which the trial's verdict pairs with the model's own breaks.
 
+A reader may also read a package's preload list (`read_preloads`: a `PreloadReader`, torch's
+`__init__.py`), asked for by name by the package's load list in cudatx/data/loadlists.json
+(cudatx.discover.preloads), which replays it as a context of its own (cudatx.loader.roots).
+
 What a reader read is kept in the scan cache, keyed by the state of the files it read.
 """
 
@@ -33,9 +36,10 @@ import pkgutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cudatx.cache import file_key, memo, settled
+from cudatx.discover.catalog import Preloads
 from cudatx.discover.frameworks.model import (
     FrameworkLoads,
     Installed,
@@ -115,6 +119,17 @@ class FrameworkReader(Protocol):
         ...
 
 
+@runtime_checkable
+class PreloadReader(Protocol):
+    """A reader that also reads what a package's __init__.py preloads before its extension
+    module (torch's), named as the `reader` of the package's load list."""
+
+    def read_preloads(self, text: str, filename: str) -> Preloads:
+        """The preloads of the source `text` (read from `filename`); raises SyntaxError,
+        ValueError or Shape."""
+        ...
+
+
 _READERS: dict[str, FrameworkReader] = {}
 
 
@@ -131,6 +146,12 @@ def readers() -> dict[str, FrameworkReader]:
             if module.name not in ("model", "source"):
                 importlib.import_module(f"{__name__}.{module.name}")
     return _READERS
+
+
+def preload_reader(name: str | None) -> PreloadReader | None:
+    """The registered reader `name` where it reads preload lists; None where none does."""
+    reader = readers().get(name) if name else None
+    return reader if isinstance(reader, PreloadReader) else None
 
 
 def trial_steps(sites: Sequence[str], files: SiteFiles) -> tuple[FrameworkStep, ...]:

@@ -28,6 +28,16 @@ def strings(node: ast.expr) -> tuple[str, ...]:
     raise Shape(f"not a tuple of strings: {ast.unparse(node)}")
 
 
+def assignment(node: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
+    """(target, value) of a one-target assignment, annotated or not; None for any other
+    statement (an annotation without a value included)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return node.targets[0], node.value
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return node.target, node.value
+    return None
+
+
 def body(func: ast.FunctionDef) -> list[ast.stmt]:
     """The statements of `func` after its docstring."""
     statements = func.body
