@@ -246,7 +246,8 @@ def _named_tuple(kind: type[tuple[Any, ...]]) -> _Convert:
 def document(value: object, *, indent: int = 2) -> str:
     """`value` (a model, or tuples and dicts of them) as the JSON document a user reads
     (`--json`), byte for byte as pydantic's `dump_json(indent=...)` writes it (every field in
-    declaration order, enums as their values, tuples as arrays, floats as pydantic-core
+    declaration order but one declared with `metadata={"exclude": True}`, which pydantic
+    leaves out too, enums as their values, tuples as arrays, floats as pydantic-core
     writes them), without importing pydantic: a report written for a user needs no validation
     on the way out, and building pydantic's serializer for a plan cost 0.1 s of every `--json`
     run (issue 36). Where pydantic would fail (a file name that is not UTF-8, held as
@@ -281,7 +282,9 @@ def _write(value: object, newline: str, step: str, out: list[str]) -> None:
         pairs = [
             (name, float(item) if name in floats and type(item) is int else item)
             for name, item in (
-                (field.name, getattr(value, field.name)) for field in _fields(type(value))
+                (field.name, getattr(value, field.name))
+                for field in _fields(type(value))
+                if not field.metadata.get("exclude")
             )
         ]
         _object(pairs, newline, step, out)

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import ItemsView, Iterator, Mapping
 from typing import Any
 
-from cudatx.discover.frameworks.model import FrameworkLoads, Installed
+from cudatx.discover.frameworks.model import CudaBuild, FrameworkLoads, Installed
 from cudatx.discover.handloads import HandLoaded, Unread
 from cudatx.discover.imports import Companion
 from cudatx.discover.owners import SystemPackages
@@ -104,6 +104,10 @@ class Environment(Frozen, kw_only=False):
     # Top-level packages shipped in the wheel of another that imports them (nvfuser in
     # torch's): their modules load in the importer's process (cudatx.discover.imports).
     companions: tuple[Companion, ...] = ()
+    # The CUDA version each package whose load list names the constant that says it (torch's
+    # torch.version.cuda) was built for, read once per replay (cudatx.discover.frameworks
+    # .cuda_build): the build its loads are judged against (cudatx.analysis.cuda).
+    cuda_builds: tuple[CudaBuild, ...] = ()
 
     def companion_of(self, path: str) -> Companion | None:
         """The companion package a file lies in, if it lies in one."""

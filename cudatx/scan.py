@@ -18,12 +18,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cudatx.analysis.cuda import file_classifier, torch_cuda
+from cudatx.analysis.cuda import build_of, file_classifier
 from cudatx.cache import file_key, memo, open_cache, settled
 from cudatx.discover.catalog import Catalog, load_catalog
 from cudatx.discover.dists import installed_extras
-from cudatx.discover.frameworks import find_installed, read_installed
-from cudatx.discover.frameworks.model import FrameworkLoads, Installed, Open, RuntimeRoot
+from cudatx.discover.frameworks import cuda_build, find_installed, read_installed
+from cudatx.discover.frameworks.model import (
+    CudaBuild,
+    FrameworkLoads,
+    Installed,
+    Open,
+    RuntimeRoot,
+)
 from cudatx.discover.handloads import (
     HandLoaded,
     PackageLoads,
@@ -311,9 +317,10 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
 
     The planner calls this again with a view in which a change has happened.
     """
-    env = dataclasses.replace(env, view=view)  # facts read bytes through it (staged files)
-    tell = progress or _quiet
     catalog = load_catalog()
+    # facts read bytes through the view (staged files)
+    env = dataclasses.replace(env, view=view, cuda_builds=_cuda_builds(env, catalog, view))
+    tell = progress or _quiet
     process = Process(
         env.system,
         view,
@@ -666,6 +673,17 @@ def _imported_first(
     return out
 
 
+def _cuda_builds(env: Environment, catalog: Catalog, view: FileView) -> tuple[CudaBuild, ...]:
+    """What the packages installed here whose load list names the constant that says their
+    CUDA build (torch.version.cuda) say of it."""
+    builds = (
+        cuda_build(dist, load_list, view.real)
+        for load_list in catalog.load_lists
+        if (dist := env.distribution(load_list.distribution)) is not None
+    )
+    return tuple(b for b in builds if b is not None)
+
+
 def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[PackageContext, ...]:
     """The packages whose import loads libraries by hand (torch), as installed here."""
     out = []
@@ -677,7 +695,8 @@ def _contexts(env: Environment, catalog: Catalog, view: FileView) -> tuple[Packa
         if not view.is_folder(package_dir):  # a simulated install may bring the package
             continue
         preloads = read_preloads(load_list, package_dir, dist.version, view.cache, view.real)
-        cuda = torch_cuda(env)
+        built = build_of(env, dist.name)
+        cuda = built.cuda if built else None
         major = cuda.split(".")[0] if cuda else None
         sys_path = env.target.sys_path
         normal = locate_preloads(preloads, preloads.normal, sys_path, major, view)

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudatx import documents
+from cudatx.analysis.cuda import Mixed
 from cudatx.analysis.doctor import DoctorReport
 from cudatx.analysis.why import WhyReport
 from cudatx.codec import Invalid, convert, decode, document, encode, plain
@@ -249,6 +250,22 @@ def test_floats_and_ints_in_a_float_field_are_written_as_pydantic_writes_them(x:
         disagreements=(),
     )
     assert document(trial) == documents.dump_json(trial, indent=2)
+
+
+def test_a_field_declared_excluded_is_left_out_by_both_writers() -> None:
+    """A model's field with `metadata={"exclude": True}` (Mixed.package, what the text says
+    and a report does not) is written by neither cudatx.codec.document nor pydantic."""
+    mixed = Mixed(
+        soname="libcudnn.so.9",
+        needed_by="/site/torch/_C.so",
+        path="/site/nvidia/cu13/lib/libcudnn.so.9",
+        major=13,
+        torch_cuda="12.8",
+        reason="in folder nvidia/cu13",
+        package="torch",
+    )
+    assert document(mixed) == documents.dump_json(mixed, indent=2)
+    assert "package" not in json.loads(document(mixed))
 
 
 def test_a_file_name_that_is_not_utf8_is_written_as_an_escape() -> None:

@@ -53,7 +53,10 @@ class _Cause:
     consequences: dict[str, None] = field(default_factory=dict)
     removes: tuple[str, ...] = ()
     reinstalls: tuple[str, ...] = ()
-    loaded: dict[str, None] = field(default_factory=dict)  # of another CUDA major, by torch
+    # of another CUDA major, by the package whose build they were installed over (`loader`:
+    # torch)
+    loaded: dict[str, None] = field(default_factory=dict)
+    loader: str = ""
     system_packages: tuple[SystemPackage, ...] = ()
 
     def problem(self) -> Problem:
@@ -61,7 +64,9 @@ class _Cause:
         if self.loaded:
             names = list(self.loaded)
             more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-            first = (f"torch loads {len(names)} of its libraries: {', '.join(names[:3])}{more}",)
+            first = (
+                f"{self.loader} loads {len(names)} of its libraries: {', '.join(names[:3])}{more}",
+            )
         return Problem(
             severity=Severity.ERROR,
             code=self.code,
@@ -77,8 +82,10 @@ class _Cause:
         )
 
 
-def torch_major(env: Environment) -> int | None:
-    version = cuda.torch_cuda(env)
+def built_major(env: Environment) -> int | None:
+    """The CUDA major of the build the environment is judged against (torch's: cuda.build)."""
+    built = cuda.build(env)
+    version = built.cuda if built else None
     head = version.split(".")[0] if version else ""
     return int(head) if head.isdigit() else None
 
@@ -86,7 +93,11 @@ def torch_major(env: Environment) -> int | None:
 class _Causes:
     def __init__(self, env: Environment) -> None:
         self.env = env
-        self.major = torch_major(env)
+        built = cuda.build(env)
+        # the package whose build the others are judged against, as shown ("torch"), and
+        # the CUDA version it says
+        self.loader, self.cuda = (built.name, built.cuda) if built else ("", None)
+        self.major = built_major(env)
         self.found: dict[tuple[str, ...], _Cause] = {}
         self._hollow: dict[str, ownership.Hollow | None] = {}
         self._contaminated: dict[str, tuple[Distribution, ...] | None] = {}
@@ -174,7 +185,7 @@ class _Causes:
         if not on_disk or any(majors[d.name] in (None, self.major) for d in on_disk):
             return None
         if not any(majors[d.name] == self.major for d in owners if d.name not in names):
-            return None  # no owner of torch's build that a repair could reinstall
+            return None  # no owner of the package's build that a repair could reinstall
         return on_disk
 
     def cause(self, key: tuple[str, ...], make: _Cause) -> _Cause:
@@ -205,13 +216,13 @@ class _Causes:
             ("mixed", *names),
             _Cause(
                 code="mixed-cuda-major",
-                what=f"{built} was installed over {over}: torch (CUDA "
-                f"{cuda.torch_cuda(self.env)}) loads its CUDA {_major(self.env, dists[0])} "
-                "build",
+                what=f"{built} was installed over {over}: {self.loader} (CUDA "
+                f"{self.cuda}) loads its CUDA {_major(self.env, dists[0])} build",
                 why=why,
                 fix=fix,
                 distributions=(*names, *(d.name for d in others)),
                 removes=removes,
+                loader=self.loader,
             ),
         )
         cause.paths.setdefault(key)
@@ -328,7 +339,7 @@ class _Causes:
             # they replaced may define it, and their cure is this one's.
             names = tuple(dict.fromkeys(d.name for d in swapped))
             why = (
-                f"it maps builds of another CUDA major installed over torch's "
+                f"it maps builds of another CUDA major installed over {self.loader}'s "
                 f"({', '.join(names)}) ({rest}): the builds they replaced may define it"
             )
             fix = cudatx_command(env, "remove", *names, "--repair")
@@ -445,8 +456,8 @@ class _Causes:
                 ("mixed", *owners, str(major)),
                 _Cause(
                     code="mixed-cuda-major",
-                    what=f"torch (CUDA {group[0].torch_cuda}) resolves {names[0]}{more} to a "
-                    f"CUDA {major} build",
+                    what=f"{group[0].package} (CUDA {group[0].torch_cuda}) resolves "
+                    f"{names[0]}{more} to a CUDA {major} build",
                     why=f"{group[0].reason}; listed by {', '.join(owners) or 'no distribution'}",
                     distributions=owners,
                 ),

@@ -1,5 +1,5 @@
-"""CUDA majors: which CUDA major each file and distribution was built for, and where torch's
-loads mix them.
+"""CUDA majors: which CUDA major each file and distribution was built for, and where the loads
+of a package that says its CUDA build (torch: torch.version.cuda) mix them.
 
 The CUDA major of a file is never read from a version number that merely starts with 12:
 `nvidia-cufft` 12.0.0.61 is a CUDA 13 package (`nvidia/cu13/lib/libcufft.so.12`). The rules
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from cudatx.analysis.ownership import Ownership
 from cudatx.cache import remembered
 from cudatx.discover.dists import applicable_requirements
+from cudatx.discover.frameworks.model import CudaBuild
 from cudatx.discover.owners import owner_of
-from cudatx.discover.torch_version import read_torch_cuda
 from cudatx.environment import Environment
 from cudatx.models import Distribution, ElfInfo, Evidence, Frozen, Status
 from cudatx.paths import is_library_name
@@ -38,12 +38,13 @@ __all__ = [
     "Basis",
     "Classified",
     "Mixed",
+    "build",
+    "build_of",
     "cuda_major_of_dist",
     "cuda_major_of_file",
     "cuda_major_of_name",
     "file_classifier",
     "mixed_majors",
-    "torch_cuda",
 ]
 
 
@@ -66,14 +67,17 @@ class Classified(Frozen):
 
 
 class Mixed(Frozen):
-    """A file torch's load resolves that was built for another CUDA major than torch."""
+    """A file the load of a package that says its CUDA build resolves that was built for
+    another CUDA major than that package (torch's load, a CUDA 12 cuBLAS for a CUDA 13 torch)."""
 
     soname: str  # the name that was looked up
     needed_by: str
     path: str  # the file it resolved to, as opened
     major: int
-    torch_cuda: str
+    torch_cuda: str  # the package's CUDA version (a report's field: its name is kept)
     reason: str
+    # the package, as shown ("torch"); not written in a report (cudatx.codec.document)
+    package: str = field(default="", metadata={"exclude": True})
 
 
 # -- the shipped tables ---------------------------------------------------------------------
@@ -130,20 +134,14 @@ def _folder_major(path: str) -> tuple[int, str] | None:
 
 @dataclass
 class _Context:
-    """What one public call computes once: ownership, owners' metadata, torch's CUDA."""
+    """What one public call computes once: ownership, owners' metadata."""
 
     env: Environment
     own: Ownership
     dist_majors: dict[str, tuple[int, str] | None] = field(default_factory=dict)
-    torch: tuple[str | None] | None = None
 
     def elf(self, path: str) -> ElfInfo | None:
         return self.env.view.probe(path).info
-
-    def torch_cuda(self) -> str | None:
-        if self.torch is None:
-            self.torch = (torch_cuda(self.env),)
-        return self.torch[0]
 
 
 def _context(env: Environment) -> _Context:
@@ -255,15 +253,17 @@ def _byte_owners(ctx: _Context, key: str) -> tuple[Distribution, ...]:
 
 
 def _dist_metadata(ctx: _Context, dist: Distribution) -> tuple[int, str] | None:
-    """Rule (f) for one distribution: torch.version.cuda, own tracking version, Requires-Dist."""
+    """Rule (f) for one distribution: the CUDA build its source says (torch.version.cuda),
+    own tracking version, Requires-Dist."""
     if dist.name in ctx.dist_majors:
         return ctx.dist_majors[dist.name]
     decided: tuple[int, str] | None = None
-    if dist.name == "torch":
-        cuda = ctx.torch_cuda()
+    built = build_of(ctx.env, dist.name)
+    if built is not None:
+        cuda = built.cuda
         major = _leading_int(cuda) if cuda else None
         if major is not None:
-            decided = (major, f"torch.version.cuda is {cuda}")
+            decided = (major, f"{built.said_by} is {cuda}")
     if decided is None:
         # A framework that loads by hand knows its build (cudatx.discover.frameworks:
         # jax_plugins/xla_cuda13, onnxruntime's build_and_package_info.cuda_version).
@@ -394,19 +394,25 @@ def _classify_dist(ctx: _Context, dist: Distribution) -> Classified | None:
     return None
 
 
-def torch_cuda(env: Environment) -> str | None:
-    """torch.version.cuda of the installed torch (read, never imported); None when torch is
-    absent, unreadable, or a CPU build."""
-    dist = env.distribution("torch")
-    return None if dist is None else read_torch_cuda(dist, env.view.real)
+def build(env: Environment) -> CudaBuild | None:
+    """The CUDA build the environment is judged against: the first package installed here
+    that says its build in its source (torch: torch.version.cuda, read, never imported), as
+    the scan read it; None where none is installed."""
+    return env.cuda_builds[0] if env.cuda_builds else None
+
+
+def build_of(env: Environment, distribution: str) -> CudaBuild | None:
+    """The CUDA build `distribution` says in its source, as the scan read it (its `cuda`
+    None: unreadable, or a CPU build); None where it is not installed or says none."""
+    return next((b for b in env.cuda_builds if b.distribution == distribution), None)
 
 
 # -- mixed majors ---------------------------------------------------------------------------
 
 
 def _bound(env: Environment, package: str) -> frozenset[str]:
-    """The files (keys) torch's own objects bind to, directly or through what those load,
-    and those objects: every resolution but a preload's followed from the torch package.
+    """The files (keys) a package's own objects bind to, directly or through what those
+    load, and those objects: every resolution but a preload's followed from the package.
 
     torch's preload takes the first file its glob finds (`libcublas.so.*[0-9]` in
     nvidia/cublas/lib before nvidia/cu13/lib: torch/__init__.py, _get_cuda_dep_paths) and
@@ -434,14 +440,19 @@ def _bound(env: Environment, package: str) -> frozenset[str]:
 
 
 def mixed_majors(env: Environment) -> tuple[Mixed, ...]:
-    """Files that torch's imports resolve and that were built for another CUDA major."""
+    """Files that the imports of a package that says its CUDA build (torch) resolve and that
+    were built for another CUDA major."""
     ctx = _context(env)
-    cuda = ctx.torch_cuda()
-    dist = env.distribution("torch")
-    torch_major = _leading_int(cuda) if cuda else None
-    if dist is None or cuda is None or torch_major is None:
+    return tuple(found for built in env.cuda_builds for found in _mixed(ctx, built))
+
+
+def _mixed(ctx: _Context, built: CudaBuild) -> tuple[Mixed, ...]:
+    env = ctx.env
+    cuda = built.cuda
+    built_major = _leading_int(cuda) if cuda else None
+    if cuda is None or built_major is None:
         return ()
-    package = os.path.join(os.path.realpath(os.path.join(dist.site, "torch")), "")
+    package = os.path.join(os.path.realpath(built.package), "")
     seen: set[tuple[str, str]] = set()
     classified: dict[str, Classified | None] = {}
     out = []
@@ -452,7 +463,7 @@ def mixed_majors(env: Environment) -> tuple[Mixed, ...]:
         for resolution in load.resolutions:
             if resolution.status is not Status.RESOLVED or resolution.path is None:
                 continue
-            # a need of an object torch binds, met by a file torch binds (not a preload's)
+            # a need of an object the package binds, met by a file it binds (not a preload's)
             key = env.keys(resolution.path)
             if key not in bound or env.keys(resolution.needed_by) not in bound:
                 continue
@@ -466,7 +477,7 @@ def mixed_majors(env: Environment) -> tuple[Mixed, ...]:
                 info = ctx.elf(resolution.path)
                 classified[key] = _classify_file(ctx, resolution.path, info, with_owner=True)
             found = classified[key]
-            if found is None or found.major == torch_major:
+            if found is None or found.major == built_major:
                 continue
             out.append(
                 Mixed(
@@ -476,6 +487,7 @@ def mixed_majors(env: Environment) -> tuple[Mixed, ...]:
                     major=found.major,
                     torch_cuda=cuda,
                     reason=found.reason,
+                    package=built.name,
                 )
             )
     return tuple(out)

@@ -14,7 +14,7 @@ import os
 from collections import defaultdict
 
 from cudatx.analysis import coverage, cuda, frameworks, observed, ownership
-from cudatx.analysis.broken import already_broken, damage, foreign_owned, iter_fixes, torch_major
+from cudatx.analysis.broken import already_broken, built_major, damage, foreign_owned, iter_fixes
 from cudatx.analysis.commands import cudatx_command, reinstall_command, reinstall_commands
 from cudatx.analysis.problems import (
     Problem,
@@ -94,7 +94,7 @@ def _warnings(env: Environment, errors: tuple[Problem, ...]) -> tuple[list[Probl
             f"({', '.join(folders[:3])}{', ...' if len(folders) > 3 else ''}): uninstalling one "
             "deletes them for all, which a plan says"
         )
-    major = torch_major(env)
+    major = built_major(env)
     for owners, paths in groups.items():
         names = [n for n, _ in owners]
         if set(names) <= in_errors:
@@ -252,7 +252,7 @@ def _framework_notes(env: Environment) -> list[str]:
 
 
 def diagnose(env: Environment, *, strict: bool = False) -> DoctorReport:
-    torch_cuda = cuda.torch_cuda(env)
+    built = cuda.build(env)
     errors = already_broken(env)
     warnings, notes = _warnings(env, errors)
     weak, unprovided = _weak(env, strict=strict)
@@ -270,7 +270,7 @@ def diagnose(env: Environment, *, strict: bool = False) -> DoctorReport:
     return DoctorReport(
         prefix=env.target.prefix,
         python=env.target.version,
-        torch_cuda=torch_cuda,
+        torch_cuda=built.cuda if built else None,
         verdict=_verdict(list(errors), warnings, fixes),
         errors=len(errors),
         warnings=len(warnings),

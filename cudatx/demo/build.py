@@ -75,9 +75,9 @@ xpu: Optional[str] = None
 
 
 # torch 2.14's loader code (torch/__init__.py, _load_global_deps and what it calls), in the
-# shape cudatx.discover.preloads reads; {cuda_libs} is the list and {header} a first comment
-# line. It does not import torch._C, so that `import torch` alone shows what the preload maps. The
-# tests use it too, with lists of their own.
+# shape torch's reader reads (cudatx.discover.frameworks.torch); {cuda_libs} is the list and
+# {header} a first comment line. It does not import torch._C, so that `import torch` alone
+# shows what the preload maps. The tests use it too, with lists of their own.
 TORCH_INIT_TEMPLATE = """\
 # {header}
 from __future__ import annotations

@@ -36,15 +36,28 @@ class Preloads(Frozen, kw_only=False):
         return cls((), None, (), (), (), False, False, origin)
 
 
+class Constant(Frozen, kw_only=False):
+    """A string constant a package's own source sets at module level: `name` in `file`,
+    relative to the package folder (torch's `cuda` in version.py)."""
+
+    file: str
+    name: str
+
+
 class LoadList(Frozen, kw_only=False):
     """What a package loads by hand before its extension module."""
 
     distribution: str
     package: str
-    reader: str | None  # a parser of the installed source, if cudatx has one
+    # a registered framework reader that reads the installed source (a PreloadReader:
+    # cudatx.discover.frameworks), if cudatx has one
+    reader: str | None
     module: str  # the extension module the list runs before ("_C" for torch._C)
     first: str | None  # loaded first, relative to the package folder
     releases: dict[str, Preloads]  # "major.minor" -> what that release preloads
+    # the constant of its source that says the CUDA version it was built for
+    # (torch.version.cuda), if it has one
+    cuda_version: Constant | None = None
 
 
 class KnownLoads(Frozen, kw_only=False):
@@ -151,6 +164,11 @@ def load_catalog() -> Catalog:
                 module=p["module"],
                 first=p.get("first"),
                 releases={k: preloads_from_json(v) for k, v in p["releases"].items()},
+                cuda_version=(
+                    Constant(str(p["cuda_version"]["file"]), str(p["cuda_version"]["name"]))
+                    if "cuda_version" in p
+                    else None
+                ),
             )
             for p in lists["packages"]
         ),

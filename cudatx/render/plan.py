@@ -62,7 +62,10 @@ def verdict(plan: Plan) -> str:
         parts.append(counted(len({b.soname for b in plan.broken}), "library") + " would not load")
     if plan.mixed:
         parts.append(
-            "torch would load " + counted(len(plan.mixed), "library") + " of another CUDA major"
+            " and ".join(dict.fromkeys(m.package for m in plan.mixed))
+            + " would load "
+            + counted(len(plan.mixed), "library")
+            + " of another CUDA major"
         )
     if any(x.code or plan.strict for x in plan.losses):
         n = sum(x.code or plan.strict for x in plan.losses)
@@ -254,8 +257,8 @@ def to_text(plan: Plan, command: str, sites: tuple[str, ...]) -> str:
         lines.append(f"{sections.UNMET}:")
         lines += [f"  {r.dist} requires {r.requirement}" for r in plan.requirements_broken]
     if plan.mixed:
-        torch = plan.mixed[0].torch_cuda
-        lines.append(f"{sections.MIXED} (torch is built for CUDA {torch}):")
+        first = plan.mixed[0]
+        lines.append(f"{sections.MIXED} ({first.package} is built for CUDA {first.torch_cuda}):")
         for m in plan.mixed:
             lines.append(
                 f"  {m.soname} for {shown(m.needed_by, sites)}: {shown(m.path, sites)} "

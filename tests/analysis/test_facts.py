@@ -19,10 +19,10 @@ import pytest
 from cudatx.analysis import ownership
 from cudatx.analysis.cuda import (
     Basis,
+    build,
     cuda_major_of_dist,
     cuda_major_of_file,
     mixed_majors,
-    torch_cuda,
 )
 from cudatx.analysis.ownership import co_owned, hollow, losing_code
 from cudatx.discover.target import start_query
@@ -401,8 +401,11 @@ def test_version_needs_decide_before_dt_needed(wheels: Wheels, cu13_last: Instal
 def test_torch_cuda_is_read_without_importing_torch(
     cu13_last: Installed, cu12_removed: Installed
 ) -> None:
-    assert torch_cuda(cu13_last.env) == "12.8"  # `cuda: Optional[str] = '12.8'`
-    assert torch_cuda(cu12_removed.env) is None  # a CPU build: `cuda = None`
+    built = build(cu13_last.env)
+    assert built is not None and built.cuda == "12.8"  # `cuda: Optional[str] = '12.8'`
+    assert (built.name, built.said_by) == ("torch", "torch.version.cuda")
+    cpu = build(cu12_removed.env)
+    assert cpu is not None and cpu.cuda is None  # a CPU build: `cuda = None`
 
 
 # -- mixed majors ---------------------------------------------------------------------------
@@ -415,6 +418,7 @@ def test_cuda12_torch_resolving_cuda13_cudnn_is_mixed(cu13_last: Installed) -> N
     assert os.path.realpath(mixed.path) == str(cu13_last.site.resolve() / CUDNN)
     assert mixed.major == 13
     assert mixed.torch_cuda == "12.8"
+    assert mixed.package == "torch"
     assert CU13 in mixed.reason
 
 

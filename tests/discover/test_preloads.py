@@ -1,4 +1,5 @@
-"""cudatx.discover.preloads on the real torch/__init__.py of every release from 2.4 to 2.14.
+"""torch's preload reader (cudatx.discover.frameworks.torch) and cudatx.discover.preloads on
+the real torch/__init__.py of every release from 2.4 to 2.14.
 
 The files under tests/data/torch_inits/ were taken from the release wheels (each folder's
 SOURCE names the wheel and its sha256). What each release does was read off its source by
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from cudatx.discover.catalog import PreloadEntry, load_catalog, preloads_to_json
-from cudatx.discover.preloads import parse_torch_init, read_preloads
+from cudatx.discover.frameworks.torch import parse_torch_init
+from cudatx.discover.preloads import read_preloads
 from tests.support.paths import DATA
 
 INITS = DATA / "torch_inits"

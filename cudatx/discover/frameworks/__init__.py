@@ -1,8 +1,7 @@
 """Frameworks that load NVIDIA libraries by hand, each read from its installed source.
 
-torch's preload reader (cudatx.discover.preloads) is one instance of a general idea: a
-framework's Python code loads libraries with ctypes before the library that needs them, and
-what it loads is written in its source. Each framework here is one module of this package
+A framework's Python code loads libraries with ctypes before the library that needs them,
+and what it loads is written in its source. Each framework here is one module of this package
 (its reader), one data file (cudatx/data/frameworks/NAME.json) and one test; a reader is
 registered by name when its module is imported, and every module of this package is.
 
@@ -19,6 +18,13 @@ shadow of the environment): what the framework does with the NVIDIA libraries be
 the driver for a device, and its real GPU start where it has one. Each step carries the
 framework it belongs to, which the trial's verdict pairs with the model's own breaks.
 
+A reader may also read a package's preload list (`read_preloads`: a `PreloadReader`, torch's
+`__init__.py`), asked for by name by the package's load list in cudatx/data/loadlists.json
+(cudatx.discover.preloads), which replays it as a context of its own (cudatx.loader.roots).
+Where that load list names the constant of the package's source that says the CUDA version it
+was built for (torch.version.cuda), `cuda_build` reads it, once per replay
+(Environment.cuda_builds).
+
 What a reader read is kept in the scan cache, keyed by the state of the files it read.
 """
 
@@ -33,16 +39,19 @@ import pkgutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cudatx.cache import file_key, memo, settled
+from cudatx.discover.catalog import LoadList, Preloads
 from cudatx.discover.frameworks.model import (
+    CudaBuild,
     FrameworkLoads,
     Installed,
     framework_loads_from_json,
     framework_loads_to_json,
 )
-from cudatx.discover.frameworks.source import Shape
+from cudatx.discover.frameworks.source import Shape, constant
+from cudatx.models import Distribution
 from cudatx.reading import MAX_METADATA, read_bounded
 
 if TYPE_CHECKING:
@@ -115,6 +124,17 @@ class FrameworkReader(Protocol):
         ...
 
 
+@runtime_checkable
+class PreloadReader(Protocol):
+    """A reader that also reads what a package's __init__.py preloads before its extension
+    module (torch's), named as the `reader` of the package's load list."""
+
+    def read_preloads(self, text: str, filename: str) -> Preloads:
+        """The preloads of the source `text` (read from `filename`); raises SyntaxError,
+        ValueError or Shape."""
+        ...
+
+
 _READERS: dict[str, FrameworkReader] = {}
 
 
@@ -131,6 +151,39 @@ def readers() -> dict[str, FrameworkReader]:
             if module.name not in ("model", "source"):
                 importlib.import_module(f"{__name__}.{module.name}")
     return _READERS
+
+
+def preload_reader(name: str | None) -> PreloadReader | None:
+    """The registered reader `name` where it reads preload lists; None where none does."""
+    reader = readers().get(name) if name else None
+    return reader if isinstance(reader, PreloadReader) else None
+
+
+def cuda_build(
+    dist: Distribution, load_list: LoadList, real: Callable[[str], str] = str
+) -> CudaBuild | None:
+    """The CUDA version `dist` says it was built for, where its load list names the constant
+    that says it (torch's `cuda` in torch/version.py), read without importing it; None where
+    the load list names none. `real` maps a path to the file holding its bytes (a staged
+    file, in a simulation)."""
+    said = load_list.cuda_version
+    if said is None:
+        return None
+    declared = os.path.join(load_list.package, said.file)
+    path = os.path.join(dist.site, declared)
+    if not os.path.exists(path):  # RECORD may spell it otherwise (13,000 rows: only then)
+        relative = next(
+            (e.path for e in dist.records if os.path.normpath(e.path) == declared), declared
+        )
+        path = os.path.join(dist.site, relative)
+    module = os.path.splitext(declared)[0].replace(os.sep, ".")
+    return CudaBuild(
+        distribution=dist.name,
+        name=load_list.package,
+        package=os.path.join(dist.site, load_list.package),
+        said_by=f"{module}.{said.name}",
+        cuda=constant(real(path), said.name),
+    )
 
 
 def trial_steps(sites: Sequence[str], files: SiteFiles) -> tuple[FrameworkStep, ...]:

@@ -47,7 +47,7 @@ from cudatx.discover.frameworks.model import (
     RuntimeRoot,
     contexts_from_json,
 )
-from cudatx.discover.frameworks.source import Eval, Shape, functions, string, strings
+from cudatx.discover.frameworks.source import Eval, Shape, assignment, functions, string, strings
 from cudatx.models import Frozen
 
 _LIBS = "cupy_backends/cuda/libs/__init__.py"
@@ -253,12 +253,10 @@ def _dicts(tree: ast.Module) -> dict[str, dict[str, tuple[str, ...]]]:
         raise Shape(f"not a table cudatx reads: {ast.unparse(node)[:60]}")
 
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, bound = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, bound = node.target, node.value
-        else:
+        assigned = assignment(node)
+        if assigned is None:
             continue
+        target, bound = assigned
         if isinstance(target, ast.Name):
             try:
                 known[target.id] = value(bound)

@@ -116,6 +116,18 @@ class FrameworkLoads(Frozen, kw_only=False):
     read: bool = True  # False: the reader could not read this release (origin says why)
 
 
+class CudaBuild(Frozen, kw_only=False):
+    """The CUDA version an installed package says it was built for, read from its own source
+    where its load list names the constant that says it (cudatx.discover.frameworks.cuda_build:
+    torch.version.cuda)."""
+
+    distribution: str  # its owner: "torch"
+    name: str  # shown: "torch"
+    package: str  # its package folder: <site>/torch
+    said_by: str  # the constant, dotted: "torch.version.cuda"
+    cuda: str | None  # "12.8"; None: unreadable, or a build without CUDA
+
+
 class Installed(Frozen, kw_only=False):
     """One framework as installed: what a reader's `find` recognised (by its files, never by
     a distribution's name)."""

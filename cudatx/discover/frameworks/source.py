@@ -28,6 +28,39 @@ def strings(node: ast.expr) -> tuple[str, ...]:
     raise Shape(f"not a tuple of strings: {ast.unparse(node)}")
 
 
+def assignment(node: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
+    """(target, value) of a one-target assignment, annotated or not; None for any other
+    statement (an annotation without a value included)."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return node.targets[0], node.value
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return node.target, node.value
+    return None
+
+
+def constant(path: str, name: str) -> str | None:
+    """The string the module-level `name` of the Python file at `path` is last set to, read
+    without importing it; None where the file cannot be read or parsed, or that value is no
+    string constant (torch/version.py's `cuda = None` in a CPU build)."""
+    try:
+        with open(path, "rb") as stream:
+            tree = ast.parse(stream.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    value: str | None = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, assigned = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, assigned = [node.target], node.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            found = assigned.value if isinstance(assigned, ast.Constant) else None
+            value = found if isinstance(found, str) else None
+    return value
+
+
 def body(func: ast.FunctionDef) -> list[ast.stmt]:
     """The statements of `func` after its docstring."""
     statements = func.body
