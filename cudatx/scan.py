@@ -362,7 +362,7 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
     others: list[LoadResult] = []
     for run in runs:
         for context in run.contexts:
-            if "torch" in context.steps and loader.torch is None:
+            if not loader.replays(context):
                 continue  # "after `import torch`" only where torch is installed
             (loads if context.primary else others).append(loader.load_framework(run, context))
     observed = tuple(
