@@ -26,6 +26,7 @@ from cudatx.discover.frameworks import find_installed, read_installed
 from cudatx.discover.frameworks.model import FrameworkLoads, Installed, Open, RuntimeRoot
 from cudatx.discover.handloads import (
     HandLoaded,
+    LoadCalls,
     PackageLoads,
     Unread,
     cached_hand_loads,
@@ -185,9 +186,9 @@ def _hand_loads(
     whose loads a reader of their own models (torch's preloads, the frameworks). `view`:
     the files as a change would leave them, for the distributions it installs (their code
     read from its staged bytes, nothing of it kept in the cache)."""
-    own = {ll.distribution for ll in load_catalog().load_lists} | {
-        f.distribution for f in installed
-    }
+    catalog = load_catalog()
+    own = {ll.distribution for ll in catalog.load_lists} | {f.distribution for f in installed}
+    calls = LoadCalls(catalog.load_functions)
     head = target.version.split(".")
     version = (int(head[0]), int(head[1])) if len(head) > 1 and head[1].isdigit() else (3, 0)
     entries = [e for e in target.sys_path if e]
@@ -209,9 +210,9 @@ def _hand_loads(
         if not py or not any(is_library_name(os.path.basename(p)) for p in rows):
             return PackageLoads()
         if view is None:
-            return read_hand_loads(dist.site, py, version, resolve)
+            return read_hand_loads(dist.site, py, version, resolve, calls)
         return read_hand_loads(
-            dist.site, py, version, resolve, view.real, lambda p: sorted(view.glob(p))
+            dist.site, py, version, resolve, calls, view.real, lambda p: sorted(view.glob(p))
         )
 
     loads: list[HandLoaded] = []

@@ -45,6 +45,10 @@ class LoadList(Frozen, kw_only=False):
     module: str  # the extension module the list runs before ("_C" for torch._C)
     first: str | None  # loaded first, relative to the package folder
     releases: dict[str, Preloads]  # "major.minor" -> what that release preloads
+    # Its own functions that load a library by path, by dotted name (torch.ops.load_library,
+    # ctypes.CDLL once the package is imported): a call of one in another package's code is a
+    # load made after `import <package>` (cudatx.discover.handloads).
+    load_functions: tuple[str, ...] = ()
 
 
 class KnownLoads(Frozen, kw_only=False):
@@ -66,6 +70,11 @@ class Catalog(Frozen, kw_only=False):
     def _driver(self) -> re.Pattern[str]:
         # One expression for every pattern: asked for each need of each replay.
         return re.compile("|".join(fnmatch.translate(p) for p in self.driver) or "(?!)")
+
+    @functools.cached_property
+    def load_functions(self) -> dict[str, str]:
+        """Each package's own library-loading function -> that package."""
+        return {f: ll.package for ll in self.load_lists for f in ll.load_functions}
 
     def load_list(self, distribution: str) -> LoadList | None:
         return next((ll for ll in self.load_lists if ll.distribution == distribution), None)
@@ -151,6 +160,7 @@ def load_catalog() -> Catalog:
                 module=p["module"],
                 first=p.get("first"),
                 releases={k: preloads_from_json(v) for k, v in p["releases"].items()},
+                load_functions=tuple(p.get("load_functions", ())),
             )
             for p in lists["packages"]
         ),
