@@ -103,7 +103,14 @@ def scan(
     traces, unread_traces = read_traces(target.prefix, strict=False)
     findings += unread_traces
     tell("finding libraries", 0, 1)
-    roots, libraries = walk(search_folders(target), target, view.inits, cache, view.needed)
+    roots, libraries = walk(
+        search_folders(target),
+        target,
+        view.inits,
+        cache,
+        view.needed,
+        load_catalog().core_libraries,
+    )
     paths = [path for found in libraries.values() for path in found]
     for done, path in enumerate(paths):
         tell("reading libraries", done, len(paths))

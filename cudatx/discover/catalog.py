@@ -49,6 +49,10 @@ class LoadList(Frozen, kw_only=False):
     # ctypes.CDLL once the package is imported): a call of one in another package's code is a
     # load made after `import <package>` (cudatx.discover.handloads).
     load_functions: tuple[str, ...] = ()
+    # What an operator library of the package links, its core libraries: a file named like
+    # an extension module, outside the package, that needs one is a root (torchvision's
+    # _C.so: cudatx.discover.sitewalk).
+    core_libraries: tuple[str, ...] = ()
 
 
 class KnownLoads(Frozen, kw_only=False):
@@ -75,6 +79,13 @@ class Catalog(Frozen, kw_only=False):
     def load_functions(self) -> dict[str, str]:
         """Each package's own library-loading function -> that package."""
         return {f: ll.package for ll in self.load_lists for f in ll.load_functions}
+
+    @functools.cached_property
+    def core_libraries(self) -> dict[str, frozenset[str]]:
+        """Package -> its core libraries, for those that name them."""
+        return {
+            ll.package: frozenset(ll.core_libraries) for ll in self.load_lists if ll.core_libraries
+        }
 
     def load_list(self, distribution: str) -> LoadList | None:
         return next((ll for ll in self.load_lists if ll.distribution == distribution), None)
@@ -161,6 +172,7 @@ def load_catalog() -> Catalog:
                 first=p.get("first"),
                 releases={k: preloads_from_json(v) for k, v in p["releases"].items()},
                 load_functions=tuple(p.get("load_functions", ())),
+                core_libraries=tuple(p.get("core_libraries", ())),
             )
             for p in lists["packages"]
         ),
