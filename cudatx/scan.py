@@ -32,6 +32,7 @@ from cudatx.discover.frameworks.model import (
 )
 from cudatx.discover.handloads import (
     HandLoaded,
+    LoadCalls,
     PackageLoads,
     Unread,
     cached_hand_loads,
@@ -108,7 +109,14 @@ def scan(
     traces, unread_traces = read_traces(target.prefix, strict=False)
     findings += unread_traces
     tell("finding libraries", 0, 1)
-    roots, libraries = walk(search_folders(target), target, view.inits, cache, view.needed)
+    roots, libraries = walk(
+        search_folders(target),
+        target,
+        view.inits,
+        cache,
+        view.needed,
+        load_catalog().core_libraries,
+    )
     paths = [path for found in libraries.values() for path in found]
     for done, path in enumerate(paths):
         tell("reading libraries", done, len(paths))
@@ -191,9 +199,9 @@ def _hand_loads(
     whose loads a reader of their own models (torch's preloads, the frameworks). `view`:
     the files as a change would leave them, for the distributions it installs (their code
     read from its staged bytes, nothing of it kept in the cache)."""
-    own = {ll.distribution for ll in load_catalog().load_lists} | {
-        f.distribution for f in installed
-    }
+    catalog = load_catalog()
+    own = {ll.distribution for ll in catalog.load_lists} | {f.distribution for f in installed}
+    calls = LoadCalls(catalog.load_functions)
     head = target.version.split(".")
     version = (int(head[0]), int(head[1])) if len(head) > 1 and head[1].isdigit() else (3, 0)
     entries = [e for e in target.sys_path if e]
@@ -215,9 +223,9 @@ def _hand_loads(
         if not py or not any(is_library_name(os.path.basename(p)) for p in rows):
             return PackageLoads()
         if view is None:
-            return read_hand_loads(dist.site, py, version, resolve)
+            return read_hand_loads(dist.site, py, version, resolve, calls)
         return read_hand_loads(
-            dist.site, py, version, resolve, view.real, lambda p: sorted(view.glob(p))
+            dist.site, py, version, resolve, calls, view.real, lambda p: sorted(view.glob(p))
         )
 
     loads: list[HandLoaded] = []
@@ -369,7 +377,7 @@ def load_roots(env: Environment, view: FileView, progress: Progress | None = Non
     others: list[LoadResult] = []
     for run in runs:
         for context in run.contexts:
-            if "torch" in context.steps and loader.torch is None:
+            if not loader.replays(context):
                 continue  # "after `import torch`" only where torch is installed
             (loads if context.primary else others).append(loader.load_framework(run, context))
     observed = tuple(

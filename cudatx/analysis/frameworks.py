@@ -18,7 +18,7 @@ from cudatx.analysis import cuda
 from cudatx.analysis.problems import Problem, Severity, short
 from cudatx.environment import Environment
 from cudatx.loader.process import LoadResult
-from cudatx.loader.roots import FrameworkRun
+from cudatx.loader.roots import FrameworkRun, PackageContext
 from cudatx.models import Evidence, Frozen, Resolution, Status
 
 _MET = (Status.RESOLVED, Status.SYSTEM)
@@ -204,14 +204,21 @@ def states(env: Environment) -> tuple[ContextState, ...]:
     return tuple(out)
 
 
-def _torch_fails(env: Environment) -> bool:
-    """Whether `import torch` fails here: then every "after `import torch`" context fails
-    with it, which is torch's break and said as such."""
-    torch = next((c for c in env.contexts if c.load_list.package == "torch"), None)
-    if torch is None or torch.module is None:
-        return False
-    key = env.keys(torch.module)
-    return any(not ld.ok for ld in env.loads if env.keys(ld.root) == key)
+def _failing_imports(env: Environment) -> frozenset[str]:
+    """The packages a context may import first whose import fails here (`import torch`):
+    every context that imports one first ("after `import torch`") fails with it, which is
+    that package's break and said as such."""
+    first: dict[str, PackageContext] = {}
+    for context in env.contexts:
+        first.setdefault(context.load_list.package, context)
+    failing = set()
+    for package, context in first.items():
+        if context.module is None:
+            continue
+        key = env.keys(context.module)
+        if any(not ld.ok for ld in env.loads if env.keys(ld.root) == key):
+            failing.add(package)
+    return frozenset(failing)
 
 
 def changes(env: Environment, after: Environment) -> tuple[ContextChange, ...]:
@@ -219,14 +226,14 @@ def changes(env: Environment, after: Environment) -> tuple[ContextChange, ...]:
     then = {(env.keys(s.root), s.context): s for s in states(env)}
     now = {(env.keys(s.root), s.context): s for s in states(after)}
     roots_after = {root for root, _ in now}
-    torch_fails = _torch_fails(after)
+    failing = _failing_imports(after)
     steps = {(run.framework.name, c.name): c.steps for run in env.frameworks for c in run.contexts}
     out = []
     for key, was in then.items():
         root, context = key
         if not was.works or root not in roots_after:
             continue  # failing already, or the framework itself is gone
-        if torch_fails and "torch" in steps.get((was.framework, context), ()):
+        if not failing.isdisjoint(steps.get((was.framework, context), ())):
             continue  # `import torch` itself fails: the plan says so
         state = now.get(key)
         if state is not None and state.works:

@@ -58,6 +58,14 @@ class LoadList(Frozen, kw_only=False):
     # the constant of its source that says the CUDA version it was built for
     # (torch.version.cuda), if it has one
     cuda_version: Constant | None = None
+    # Its own functions that load a library by path, by dotted name (torch.ops.load_library,
+    # ctypes.CDLL once the package is imported): a call of one in another package's code is a
+    # load made after `import <package>` (cudatx.discover.handloads).
+    load_functions: tuple[str, ...] = ()
+    # What an operator library of the package links, its core libraries: a file named like
+    # an extension module, outside the package, that needs one is a root (torchvision's
+    # _C.so: cudatx.discover.sitewalk).
+    core_libraries: tuple[str, ...] = ()
 
 
 class KnownLoads(Frozen, kw_only=False):
@@ -79,6 +87,18 @@ class Catalog(Frozen, kw_only=False):
     def _driver(self) -> re.Pattern[str]:
         # One expression for every pattern: asked for each need of each replay.
         return re.compile("|".join(fnmatch.translate(p) for p in self.driver) or "(?!)")
+
+    @functools.cached_property
+    def load_functions(self) -> dict[str, str]:
+        """Each package's own library-loading function -> that package."""
+        return {f: ll.package for ll in self.load_lists for f in ll.load_functions}
+
+    @functools.cached_property
+    def core_libraries(self) -> dict[str, frozenset[str]]:
+        """Package -> its core libraries, for those that name them."""
+        return {
+            ll.package: frozenset(ll.core_libraries) for ll in self.load_lists if ll.core_libraries
+        }
 
     def load_list(self, distribution: str) -> LoadList | None:
         return next((ll for ll in self.load_lists if ll.distribution == distribution), None)
@@ -169,6 +189,8 @@ def load_catalog() -> Catalog:
                     if "cuda_version" in p
                     else None
                 ),
+                load_functions=tuple(p.get("load_functions", ())),
+                core_libraries=tuple(p.get("core_libraries", ())),
             )
             for p in lists["packages"]
         ),

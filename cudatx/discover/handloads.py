@@ -8,17 +8,19 @@ loaded (glibc matches a needed name against the sonames of loaded objects,
 elf/dl-load.c `_dl_map_object`), although no search path would find it.
 
 This module models the call, not the package. The calls it knows: `ctypes.CDLL`,
-`ctypes.PyDLL`, `ctypes.cdll.LoadLibrary`, `ctypes.pydll.LoadLibrary` (under any alias),
-`torch.ops.load_library` and `torch.classes.load_library`; a function of the package whose
-body makes one with an argument built from its parameters is a wrapper, and each call of it
-is a load too. The path is evaluated with a small interpreter of what such code is made of:
-`__file__`, `__name__`, string constants, f-strings, `os.path.join/dirname/abspath/realpath/
-normpath/basename`, `pathlib.Path` and its `/`, `.parent`, `.resolve()`, `glob.glob`,
-`importlib.resources.files/path/as_file`, `os.name`, `sys.platform`, `platform.system()`,
-`sys.version_info`, module-level names (of this module or one it imports from), `if`
-branches it can decide, and the package's own functions called with known arguments. A path
-it cannot evaluate, or one of several it cannot choose between (bitsandbytes picks its
-library by the CUDA version torch reports at run time), is reported as not read.
+`ctypes.PyDLL`, `ctypes.cdll.LoadLibrary`, `ctypes.pydll.LoadLibrary` (under any alias), and
+the library-loading functions a package of cudatx/data/loadlists.json declares as its own
+(`load_functions`: `torch.ops.load_library`, `torch.classes.load_library`); a function of
+the package whose body makes one with an argument built from its parameters is a wrapper,
+and each call of it is a load too. The path is evaluated with a small interpreter of what
+such code is made of: `__file__`, `__name__`, string constants, f-strings,
+`os.path.join/dirname/abspath/realpath/normpath/basename`, `pathlib.Path` and its `/`,
+`.parent`, `.resolve()`, `glob.glob`, `importlib.resources.files/path/as_file`, `os.name`,
+`sys.platform`, `platform.system()`, `sys.version_info`, module-level names (of this module
+or one it imports from), `if` branches it can decide, and the package's own functions called
+with known arguments. A path it cannot evaluate, or one of several it cannot choose between
+(bitsandbytes picks its library by the CUDA version torch reports at run time), is reported
+as not read.
 
 Each load is read as its module runs (`at_import`): at module level, or in a function called
 there. A load that only a function not called at import makes (llvmlite's library, loaded on
@@ -37,7 +39,7 @@ import glob
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,16 +52,29 @@ if TYPE_CHECKING:
 
 _LOADERS = ("CDLL", "PyDLL")  # ctypes classes whose constructor dlopens
 _LOAD_METHODS = ("LoadLibrary",)  # ctypes.cdll / ctypes.pydll
-_TORCH_LOADS = ("torch.ops.load_library", "torch.classes.load_library")
-_PREFILTER = re.compile(rb"\b(?:CDLL|PyDLL|LoadLibrary|load_library)\b")
-_WORDS = (b"CDLL", b"PyDLL", b"LoadLibrary", b"load_library")  # what _PREFILTER can match
-_LOADER_NAMES = frozenset(word.decode() for word in _WORDS)
 
 
-def _names_a_loader(text: bytes) -> bool:
-    """_PREFILTER.search, with a look for the words first (at C speed: a module that names
-    none, most of them, is passed over without the pattern's scan of every position)."""
-    return any(word in text for word in _WORDS) and _PREFILTER.search(text) is not None
+class LoadCalls:
+    """The calls that load a library by path beyond ctypes': packages' own functions, by
+    dotted name, each with the package it belongs to, which is imported first
+    (cudatx.discover.catalog.LoadList.load_functions: torch.ops.load_library), and the
+    words that name a loader, looked for before a module is parsed. Made once per scan."""
+
+    def __init__(self, functions: Mapping[str, str]) -> None:
+        self.functions = dict(functions)  # dotted name -> its package
+        self.names = tuple(self.functions)
+        words = dict.fromkeys(
+            (*_LOADERS, *_LOAD_METHODS, *(f.rpartition(".")[2] for f in self.functions))
+        )
+        self.loader_names = frozenset(words)
+        self._words = tuple(word.encode() for word in words)
+        self._pattern = re.compile(rb"\b(?:" + b"|".join(map(re.escape, self._words)) + rb")\b")
+
+    def named_in(self, text: bytes) -> bool:
+        """Whether `text` names a loader: a look for the words first (at C speed: a module
+        that names none, most of them, is passed over without the pattern's scan of every
+        position), then the pattern."""
+        return any(word in text for word in self._words) and self._pattern.search(text) is not None
 
 
 _DEPTH = 6
@@ -73,7 +88,7 @@ class HandLoaded(Frozen, kw_only=False):
     line: int
     at_import: bool  # made as its module is imported
     swallowed: bool  # inside a try whose handler catches the failure
-    torch: bool  # torch.ops/classes.load_library: torch is imported first
+    after: str  # the package imported first ("torch": torch.ops.load_library), or ""
 
 
 class Unread(Frozen, kw_only=False):
@@ -272,8 +287,9 @@ class _Frame:
 class _Reader:
     """Walks a module as it runs, recording the loads it makes."""
 
-    def __init__(self, package: _Package) -> None:
+    def __init__(self, package: _Package, calls: LoadCalls) -> None:
         self.package = package
+        self.calls = calls
         self.loads: list[HandLoaded] = []
         self.unread: list[Unread] = []
         self.reached: set[int] = set()  # id() of function definitions run with arguments
@@ -554,14 +570,27 @@ class _Reader:
     def _is_load(self, node: ast.Call, func: object, shown: str) -> bool:
         if isinstance(func, _Module):
             name = func.name
-            if name in _TORCH_LOADS:
+            if name in self.calls.functions:
                 return True
             head, _, attr = name.rpartition(".")
             if attr in _LOADERS and head.endswith("ctypes"):
                 return True
             if attr in _LOAD_METHODS and head.split(".")[-1] in ("cdll", "pydll"):
                 return True
-        return shown.endswith(_TORCH_LOADS)
+        return shown.endswith(self.calls.names)
+
+    def _after(self, node: ast.Call, frame: _Frame, shown: str) -> str:
+        """The package a load imports first: the one whose own function makes it (a call
+        written as its dotted name, or a name bound to it or to anything of that package);
+        "" for ctypes'."""
+        for function, package in self.calls.functions.items():
+            if shown.endswith(function):
+                return package
+        func = self.expr(node.func, frame)
+        if not isinstance(func, _Module):
+            return ""
+        packages = dict.fromkeys(self.calls.functions.values())
+        return next((p for p in packages if func.name.startswith(f"{p}.")), "")
 
     def _library(self, name: str, args: list[object]) -> object:
         """The standard library functions a path is built with."""
@@ -653,17 +682,14 @@ class _Reader:
     def _load(self, node: ast.Call, arg: object, frame: _Frame, shown: str) -> None:
         by = frame.by or frame.source.path
         line = frame.line or node.lineno
-        torch = shown.endswith(_TORCH_LOADS) or (
-            isinstance(self.expr(node.func, frame), _Module)
-            and str(getattr(self.expr(node.func, frame), "name", "")).startswith("torch.")
-        )
+        after = self._after(node, frame, shown)
         text = _text(arg)
         if text is not None and "/" not in text:
             return  # ctypes.CDLL("libc.so.6"): dlopen's search, not a file of the package's
         if text is not None:
             self.loads.append(
                 HandLoaded(
-                    os.path.normpath(text), by, line, frame.at_import, frame.swallowed, torch
+                    os.path.normpath(text), by, line, frame.at_import, frame.swallowed, after
                 )
             )
             return
@@ -690,7 +716,7 @@ class _Reader:
                 complete = False
         if complete and len(set(files)) == 1:
             self.loads.append(
-                HandLoaded(files[0], by, line, frame.at_import, frame.swallowed, torch)
+                HandLoaded(files[0], by, line, frame.at_import, frame.swallowed, after)
             )
             return
         if not own:
@@ -714,12 +740,14 @@ def read_hand_loads(
     py_files: list[str],
     version: tuple[int, int],
     resolve: Callable[[str], str | None],
+    calls: LoadCalls,
     real: Callable[[str], str] = str,
     globbed: Callable[[str], list[str]] | None = None,
 ) -> PackageLoads:
     """What the modules of one distribution (`py_files`, relative to `site`) load by path.
     `resolve` finds a package folder on sys.path by its dotted name (for
-    importlib.resources of another distribution's package). `real` and `globbed` answer
+    importlib.resources of another distribution's package). `calls`: the packages' own
+    library-loading functions, besides ctypes'. `real` and `globbed` answer
     for the files as a change would leave them (a planned install's staged bytes, and the
     files a pattern would match then); by default, the files as they are."""
     files = {_dotted(rel): os.path.join(site, rel) for rel in py_files}
@@ -733,14 +761,14 @@ def read_hand_loads(
     direct = []
     for name, path in files.items():
         try:
-            if _names_a_loader(read(path)):
+            if calls.named_in(read(path)):
                 direct.append(name)
         except OSError:
             continue
     if not direct:
         return PackageLoads()
     package = _Package(files, read, version, resolve, globbed or _globbed)
-    reader = _Reader(package)
+    reader = _Reader(package, calls)
     # The functions that load: their names, to find the modules that call them.
     names = set()
     for name in direct:
@@ -755,14 +783,14 @@ def read_hand_loads(
                 if any(
                     isinstance(item, ast.FunctionDef)
                     and _is_special(item.name)
-                    and _loads_in(item, read(files[name]))
+                    and _loads_in(item, read(files[name]), calls)
                     for item in node.body
                 ):
                     names.add(node.name)
             elif (
                 isinstance(node, ast.FunctionDef)
                 and not _is_special(node.name)
-                and _loads_in(node, read(files[name]))
+                and _loads_in(node, read(files[name]), calls)
             ):
                 names.add(node.name)
     callers = set(direct)
@@ -792,7 +820,7 @@ def read_hand_loads(
             if (
                 isinstance(node, ast.FunctionDef)
                 and id(node) not in reader.reached
-                and _loads_in(node, read(files[name]))
+                and _loads_in(node, read(files[name]), calls)
             ):
                 local: dict[str, object] = {a.arg: UNKNOWN for a in node.args.args}
                 _guarded(reader, source, node.body, _Frame(source, local, False, False, 1))
@@ -807,13 +835,13 @@ def _is_special(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")
 
 
-def _loads_in(node: ast.FunctionDef, text: bytes) -> bool:
+def _loads_in(node: ast.FunctionDef, text: bytes, calls: LoadCalls) -> bool:
     """Whether the function's code names a loader (_WORDS): a name, an attribute or an
     import of it. Its own lines are looked at first (most name none); a mention in a
     docstring or a string is no call: scipy's `quad` shows `ctypes.CDLL` in its docstring,
     and taking it for a loader had every module that calls `quad` read (3.5 s)."""
     lines = text.splitlines()[node.lineno - 1 : node.end_lineno]
-    if not _names_a_loader(b"\n".join(lines)):
+    if not calls.named_in(b"\n".join(lines)):
         return False
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name):
@@ -824,7 +852,7 @@ def _loads_in(node: ast.FunctionDef, text: bytes) -> bool:
             named = sub.asname or sub.name.rpartition(".")[2]
         else:
             continue
-        if named in _LOADER_NAMES:
+        if named in calls.loader_names:
             return True
     return False
 
@@ -849,7 +877,7 @@ def loads_to_json(loads: PackageLoads) -> str:
     return json.dumps(
         {
             "loads": [
-                [ld.path, ld.by, ld.line, ld.at_import, ld.swallowed, ld.torch]
+                [ld.path, ld.by, ld.line, ld.at_import, ld.swallowed, ld.after]
                 for ld in loads.loads
             ],
             "unread": [[u.by, u.line, u.what] for u in loads.unread],
@@ -861,11 +889,17 @@ def loads_from_json(text: str) -> PackageLoads:
     data = json.loads(text)
     return PackageLoads(
         tuple(
-            HandLoaded(str(p), str(b), int(n), bool(a), bool(s), bool(t))
+            HandLoaded(str(p), str(b), int(n), bool(a), bool(s), _package(t))
             for p, b, n, a, s, t in data["loads"]
         ),
         tuple(Unread(str(b), int(n), str(w)) for b, n, w in data["unread"]),
     )
+
+
+def _package(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("a package of the wrong type")  # the flag of an older cudatx
+    return value
 
 
 def cached_hand_loads(

@@ -2,18 +2,20 @@
 
 An extension module is a load root: Python's import dlopens it (cudatx.scan replays that).
 
-So is a torch operator library: a file named like an extension module (`torchvision/_C.so`)
-that exports no `PyInit_*` but needs torch's own libraries, outside torch's package. Its
-package loads it with `torch.ops.load_library`, which is `ctypes.CDLL(path)` once torch is
-imported: RTLD_NOW and RTLD_LOCAL, as an import. Deviation (README.md): which files those
-are is read from their names and DT_NEEDED, not from the package's code.
+So is an operator library of a package whose core libraries the load lists name
+(cudatx.discover.catalog.LoadList.core_libraries: torch's): a file named like an extension
+module (`torchvision/_C.so`) that exports no `PyInit_*` but needs one of those libraries,
+outside that package. Its package loads it with `torch.ops.load_library`, which is
+`ctypes.CDLL(path)` once torch is imported: RTLD_NOW and RTLD_LOCAL, as an import.
+Deviation (README.md): which files those are is read from their names and DT_NEEDED, not
+from the package's code.
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from cudatx.cache import Stale, file_key, memo, settled
@@ -28,13 +30,9 @@ Inits = Callable[[str], tuple[str, ...]]
 """The `PyInit_*` names a file exports (its ELF dynamic strings; () if it is no ELF)."""
 Needs = Callable[[str], tuple[str, ...]]
 """A file's DT_NEEDED names (() if it is no ELF)."""
-
-# What a torch operator library links: torch's own core libraries.
-_TORCH_CORE = frozenset(("libc10.so", "libtorch.so", "libtorch_cpu.so"))
-
-
-def _no_needs(path: str) -> tuple[str, ...]:
-    return ()
+# Package -> its core libraries, what an operator library of it links (torch: libc10.so,
+# libtorch.so, libtorch_cpu.so; cudatx.discover.catalog.Catalog.core_libraries).
+Cores = Mapping[str, frozenset[str]]
 
 
 def search_folders(target: PythonTarget) -> list[str]:
@@ -139,9 +137,10 @@ def walk(
     target: PythonTarget,
     inits: Inits,
     cache: ScanCache | None,
-    needs: Needs = _no_needs,
+    needs: Needs,
+    cores: Cores,
 ) -> tuple[list[str], dict[str, list[str]]]:
-    """(extension modules and torch operator libraries, file name -> paths of every *.so*
+    """(extension modules and operator libraries, file name -> paths of every *.so*
     file), in import order."""
     roots: list[str] = []
     libraries: dict[str, list[str]] = defaultdict(list)
@@ -161,7 +160,7 @@ def walk(
                     continue  # reachable from two sys.path entries: the first one imports it
                 seen.add(key)
                 libraries[name].append(path)
-                if _is_root(path, inits(path), suffixes, needs):
+                if _is_root(path, inits(path), suffixes, needs, cores):
                     roots.append(path)
     return roots, libraries
 
@@ -187,16 +186,25 @@ def flat_libraries(folder: str) -> dict[str, list[str]]:
 
 
 def _is_root(
-    path: str, inits: tuple[str, ...], suffixes: list[str], needs: Needs, real: str | None = None
+    path: str,
+    inits: tuple[str, ...],
+    suffixes: list[str],
+    needs: Needs,
+    cores: Cores,
+    real: str | None = None,
 ) -> bool:
     """Whether `path` (its bytes at `real`, where a simulated install stages them) is a root."""
     name = os.path.basename(path)
     if _is_extension(name, inits, suffixes):
         return True
     suffix = next((s for s in suffixes if name.endswith(s)), None)
-    if suffix is None or not name[: -len(suffix)].isidentifier() or "/torch/" in path:
+    if suffix is None or not name[: -len(suffix)].isidentifier():
         return False
-    return not _TORCH_CORE.isdisjoint(needs(real or path))
+    outside = [core for package, core in cores.items() if f"/{package}/" not in path]
+    if not outside:
+        return False
+    needed = needs(real or path)
+    return any(not core.isdisjoint(needed) for core in outside)
 
 
 def _is_extension(name: str, inits: tuple[str, ...], suffixes: list[str]) -> bool:
@@ -211,12 +219,12 @@ def _is_extension(name: str, inits: tuple[str, ...], suffixes: list[str]) -> boo
 
 
 def extension_roots(
-    arriving: dict[str, str], target: PythonTarget, inits: Inits, needs: Needs = _no_needs
+    arriving: dict[str, str], target: PythonTarget, inits: Inits, needs: Needs, cores: Cores
 ) -> list[str]:
     """The roots among files a simulated install writes (target -> staged)."""
     suffixes = sorted(target.extension_suffixes, key=len, reverse=True)
     return [
         path
         for path, real in sorted(arriving.items())
-        if _is_root(path, inits(real), suffixes, needs, real)
+        if _is_root(path, inits(real), suffixes, needs, cores, real)
     ]

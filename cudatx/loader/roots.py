@@ -62,9 +62,11 @@ from cudatx.paths import soname_stem
 
 MajorOf = Callable[[str, ElfInfo], int | None]
 
+_OWN = "preloads"  # a framework context's step: the framework's own hand loads
+
 
 Located = tuple[PreloadEntry, str | None]
-"""A preload and the file torch's search finds for it (None: nothing matches)."""
+"""A preload and the file its package's search finds for it (None: nothing matches)."""
 
 
 class PackageContext(Frozen, kw_only=False):
@@ -316,9 +318,17 @@ class RootLoader:
         # root -> the libraries its package loads by path before importing it, that it
         # needs (cudatx.discover.handloads): torchaudio's libtorchaudio.so before _torchaudio.
         self.hand = hand or {}
-        self.torch = next(
-            (c for c in contexts.values() if c.load_list.package == "torch" and c.module), None
-        )
+        # package -> its context, for a framework context's step that names it: the
+        # package is imported first (`import torch`), its preloads and then its module.
+        self.imports: dict[str, PackageContext] = {}
+        for context in contexts.values():
+            if context.module:
+                self.imports.setdefault(context.load_list.package, context)
+
+    def replays(self, context: FrameworkContext) -> bool:
+        """Whether `context` is a process of this environment: every package its steps
+        import first is installed ("after `import torch`" only where torch is)."""
+        return all(step == _OWN or step in self.imports for step in context.steps)
 
     def load_framework(self, run: FrameworkRun, context: FrameworkContext) -> LoadResult:
         """`run`'s root in a process of `context`: its steps (`import torch`; the
@@ -333,10 +343,11 @@ class RootLoader:
         out: list[Resolution] = []
         fatal = False
         for step in context.steps:
-            if step == "torch" and self.torch is not None and self.torch.module:
-                fatal |= self._package(process, caller, root, self.torch, out)
-                out += process.dlopen(self.torch.module, caller, root=root).resolutions
-            elif step == "preloads":
+            imported = self.imports.get(step)
+            if imported is not None and imported.module:
+                fatal |= self._package(process, caller, root, imported, out)
+                out += process.dlopen(imported.module, caller, root=root).resolutions
+            elif step == _OWN:
                 fatal |= self._hand(process, caller, run, out)
         for path in run.first if not fatal else ():
             first, failure = self._by_hand(process, path, caller, root, run.source)

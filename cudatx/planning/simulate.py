@@ -13,6 +13,7 @@ import dataclasses
 import os
 from collections.abc import Iterable
 
+from cudatx.discover.catalog import load_catalog
 from cudatx.discover.sitewalk import extension_roots
 from cudatx.environment import Environment, Owners
 from cudatx.loader.fileview import OverlayView
@@ -124,7 +125,9 @@ def simulate(
     known = {env.keys(r) for r in roots}
     roots += [
         r
-        for r in extension_roots(landing, env.target, env.view.inits, env.view.needed)
+        for r in extension_roots(
+            landing, env.target, env.view.inits, env.view.needed, load_catalog().core_libraries
+        )
         if env.keys(r) not in known
     ]
     after = dataclasses.replace(

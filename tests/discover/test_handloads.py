@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from cudatx.discover import handloads
-from cudatx.discover.handloads import PackageLoads, read_hand_loads
+from cudatx.discover.catalog import load_catalog
+from cudatx.discover.handloads import LoadCalls, PackageLoads, read_hand_loads
 from tests.support.paths import DATA
+
+CATALOG = load_catalog()
 
 
 def _package(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -32,7 +35,7 @@ def _read(site: Path) -> PackageLoads:
         folder = site / dotted.replace(".", "/")
         return str(folder) if folder.is_dir() else None
 
-    return read_hand_loads(str(site), py, (3, 11), resolve)
+    return read_hand_loads(str(site), py, (3, 11), resolve, LoadCalls(CATALOG.load_functions))
 
 
 def _real(tmp_path: Path, release: str, inits: list[str]) -> Path:
@@ -65,7 +68,7 @@ def test_torchaudio_loads_its_libraries_through_its_wrapper(tmp_path: Path) -> N
             Path("torchaudio/models/decoder/_cuda_ctc_decoder.py"),
         ),
     ]
-    assert all(ld.at_import and not ld.swallowed and ld.torch for ld in found.loads)
+    assert all(ld.at_import and not ld.swallowed and ld.after == "torch" for ld in found.loads)
     assert found.unread == ()
 
 
@@ -77,7 +80,7 @@ def test_llvmlite_loads_its_library_on_first_use(tmp_path: Path) -> None:
     )
     (ld,) = _read(site).loads
     assert Path(ld.path) == site / "llvmlite/binding/libllvmlite.so"
-    assert not ld.at_import and not ld.swallowed and not ld.torch
+    assert not ld.at_import and not ld.swallowed and ld.after == ""
 
 
 def test_bitsandbytes_picks_its_library_at_run_time_and_is_said_unread(tmp_path: Path) -> None:

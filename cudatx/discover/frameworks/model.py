@@ -84,8 +84,9 @@ class RuntimeRoot(Frozen, kw_only=False):
 
 
 class FrameworkContext(Frozen, kw_only=False):
-    """One process a framework's roots are loaded in: `steps` in order, "torch" (`import
-    torch` first) and "preloads" (the framework's own hand loads)."""
+    """One process a framework's roots are loaded in: `steps` in order, each a package of the
+    load lists (cudatx/data/loadlists.json) imported first ("torch": `import torch`, its
+    preloads and its module) or "preloads" (the framework's own hand loads)."""
 
     name: str  # "jax alone", "after `import torch`"
     steps: tuple[str, ...]
