@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,3 +187,65 @@ def test_only_uv_py_spells_uvs_pip_command_lines() -> None:
                 assert isinstance(node, ast.expr)
                 spelled.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)[:60]}")
     assert spelled == []
+
+
+# A framework's knowledge lives in its reader (cudatx/discover/frameworks) and its data
+# (cudatx/data): code elsewhere asks the registry, so a new framework is one module.
+_FRAMEWORKS = re.compile(r"torch|jax|onnxruntime|cupy|tensorflow|\btsl\b", re.IGNORECASE)
+# Outside the readers, a name may appear only: in the built-in demo (a fake torch
+# environment, compiled from cudatx/demo/c), in the CLI's help examples, and as `torch_cuda`,
+# a key of the JSON output (a plan's `mixed` rows, doctor's report) that must not change.
+_FRAMEWORK_HOMES = ("discover/frameworks/", "demo/", "cli/__init__.py")
+_OUTPUT_KEYS = {"torch_cuda"}
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """The ids of the string constants that are docstrings."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _words(node: ast.AST) -> list[str]:
+    """The names a node spells in code: a name, an attribute, a parameter, a definition, a
+    keyword, an import, a string."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute | ast.keyword):
+        return [node.attr] if isinstance(node, ast.Attribute) else [node.arg or ""]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.alias):
+        return [node.name, node.asname or ""]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    return []
+
+
+def test_framework_names_only_in_the_readers() -> None:
+    """Code that names a framework outside its reader (comments and docstrings may cite
+    one: an upstream source, an example). It found 75 names in 12 modules before torch's
+    knowledge moved to its reader and to data."""
+    named = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith(_FRAMEWORK_HOMES):
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if id(node) in docs:
+                continue
+            for word in _words(node):
+                if word not in _OUTPUT_KEYS and _FRAMEWORKS.search(word):
+                    line = getattr(node, "lineno", 0)
+                    named.append(f"{relative}:{line} {word[:60]}")
+    assert named == []
