@@ -144,12 +144,18 @@ def register(reader: FrameworkReader) -> FrameworkReader:
     return reader
 
 
+@functools.cache
+def _import_readers() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        if module.name not in ("model", "source"):
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
 def readers() -> dict[str, FrameworkReader]:
-    """Every registered reader: the modules of this package, imported once."""
-    if not _READERS:
-        for module in pkgutil.iter_modules(__path__):
-            if module.name not in ("model", "source"):
-                importlib.import_module(f"{__name__}.{module.name}")
+    """Every registered reader: the modules of this package, imported once (whether or not
+    one of them, or a test's reader, registered itself first: an import of torch's reader
+    for its preload parser registered torch alone, and the registry stayed so)."""
+    _import_readers()
     return _READERS
 
 
