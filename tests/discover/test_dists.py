@@ -471,6 +471,59 @@ def test_installed_extras_are_those_whose_requirements_are_all_met() -> None:
     assert installed_extras(installed, markers, frozenset()) == {}
 
 
+def test_behind_extras_evaluates_only_the_extras_a_marker_names_and_agrees_with_all() -> None:
+    """Each marker is evaluated only with the extras it names as `extra == "<name>"`
+    (normalized, PEP 685); what it finds is what evaluating it with every extra finds,
+    for markers that use `extra` any other way too."""
+    from packaging.requirements import Requirement
+
+    from cudatx.discover.dists import _behind_extras
+    from cudatx.models import Distribution
+
+    lines = (
+        'a; extra == "gpu"',
+        'b; extra == "Multi_Word"',
+        'c; extra == "multi-word" or extra == "gpu"',
+        'd; extra != "gpu" and extra == "wide"',
+        'e; "rev" == extra',
+        'f; extra == "extra-x"',
+        'g; extra not in "cpu"',
+        'h; python_version >= "3" and extra == "wide"',
+    )
+    dist = Distribution(
+        name="top",
+        display_name="top",
+        version="1",
+        metadata_dir="/nowhere/top-1.dist-info",
+        site="/nowhere",
+        owner="dist-info",
+        records=(),
+        requires=lines,
+    )
+    markers = {"python_version": "3.11", "sys_platform": "linux"}
+    named = ["Multi_Word", "extra-x", "gpu", "multi-word", "rev", "wide"]
+    found = {k: [str(r) for r in v] for k, v in _behind_extras(dist, markers, named).items()}
+    every: dict[str, list[str]] = {e: [] for e in named}
+    for line in lines:
+        marker = Requirement(line).marker
+        assert marker is not None
+        if marker.evaluate({**markers, "extra": ""}):
+            continue  # applies without an extra: behind none
+        for extra in named:
+            if marker.evaluate({**markers, "extra": extra}):
+                every[extra].append(str(Requirement(line)))
+    assert found == every
+    assert (
+        found["multi-word"]
+        == found["Multi_Word"]
+        == [
+            'b; extra == "multi-word"',
+            'c; extra == "multi-word" or extra == "gpu"',
+            'g; extra not in "cpu"',
+        ]
+    )
+
+
 # -------------------------------------------------------------------------------------
 # What fuzzing found (tests/test_fuzz.py): each was an uncaught exception or a name that
 # would have split a one-line message
