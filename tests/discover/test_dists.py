@@ -403,28 +403,34 @@ def test_parse_record_never_raises(text: str) -> None:
     assert len(entries) + len(findings) <= lines
 
 
-def test_applicable_requirements_skip_what_cannot_apply() -> None:
-    """Markers are evaluated for the target with extra=""; hostile lines never raise."""
-    from cudatx.discover.dists import applicable_requirements
-    from cudatx.models import Distribution
-
-    dist = Distribution(
-        name="x",
-        display_name="x",
-        version="1",
-        metadata_dir="/nowhere/x-1.dist-info",
+def _requiring(name: str, version: str, *requires: str) -> Distribution:
+    """A distribution known only by its metadata: its name, version and Requires-Dist."""
+    return Distribution(
+        name=name,
+        display_name=name,
+        version=version,
+        metadata_dir=f"/nowhere/{name}-{version}.dist-info",
         site="/nowhere",
         owner="dist-info",
         records=(),
-        requires=(
-            "a>=1",
-            'b; sys_platform == "win32"',
-            'c; extra == "gpu"',
-            'd; python_version >= "3"',
-            'e; bogus_variable == "1"',
-            "not a requirement ((",
-            'f; platform_machine ~= "x86_64"',
-        ),
+        requires=requires,
+    )
+
+
+def test_applicable_requirements_skip_what_cannot_apply() -> None:
+    """Markers are evaluated for the target with extra=""; hostile lines never raise."""
+    from cudatx.discover.dists import applicable_requirements
+
+    dist = _requiring(
+        "x",
+        "1",
+        "a>=1",
+        'b; sys_platform == "win32"',
+        'c; extra == "gpu"',
+        'd; python_version >= "3"',
+        'e; bogus_variable == "1"',
+        "not a requirement ((",
+        'f; platform_machine ~= "x86_64"',
     )
     markers = {"sys_platform": "linux", "python_version": "3.11", "platform_machine": "x86_64"}
     names = [r.name for r in applicable_requirements(dist, markers)]
@@ -437,20 +443,8 @@ def test_installed_extras_are_those_whose_requirements_are_all_met() -> None:
     version it allows; a line that applies without the extra, a marker an extra only widens,
     a reversed comparison and hostile lines count for none."""
     from cudatx.discover.dists import installed_extras
-    from cudatx.models import Distribution
 
-    def dist(name: str, version: str, *requires: str) -> Distribution:
-        return Distribution(
-            name=name,
-            display_name=name,
-            version=version,
-            metadata_dir=f"/nowhere/{name}-{version}.dist-info",
-            site="/nowhere",
-            owner="dist-info",
-            records=(),
-            requires=requires,
-        )
-
+    dist = _requiring
     top = dist(
         "top",
         "1",
@@ -478,7 +472,6 @@ def test_behind_extras_evaluates_only_the_extras_a_marker_names_and_agrees_with_
     from packaging.requirements import Requirement
 
     from cudatx.discover.dists import _behind_extras
-    from cudatx.models import Distribution
 
     lines = (
         'a; extra == "gpu"',
@@ -490,16 +483,7 @@ def test_behind_extras_evaluates_only_the_extras_a_marker_names_and_agrees_with_
         'g; extra not in "cpu"',
         'h; python_version >= "3" and extra == "wide"',
     )
-    dist = Distribution(
-        name="top",
-        display_name="top",
-        version="1",
-        metadata_dir="/nowhere/top-1.dist-info",
-        site="/nowhere",
-        owner="dist-info",
-        records=(),
-        requires=lines,
-    )
+    dist = _requiring("top", "1", *lines)
     markers = {"python_version": "3.11", "sys_platform": "linux"}
     named = ["Multi_Word", "extra-x", "gpu", "multi-word", "rev", "wide"]
     found = {k: [str(r) for r in v] for k, v in _behind_extras(dist, markers, named).items()}
