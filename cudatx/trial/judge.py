@@ -112,6 +112,11 @@ class Reads:
             self._count += 1
             return os.path.join(self.folder, f"reads-{self._count}.json")
 
+    def unsure(self) -> None:
+        """A check said nothing of what it read."""
+        with self._lock:
+            self.complete = False
+
     def take(self, path: str) -> None:
         """One check's report, read and removed."""
         import json
@@ -122,8 +127,7 @@ class Reads:
             files = [str(f) for f in data["files"]]
             folders = [str(f) for f in data["folders"]]
         except (OSError, ValueError, KeyError, TypeError):
-            with self._lock:
-                self.complete = False
+            self.unsure()
             return
         finally:
             with contextlib.suppress(OSError):
@@ -279,10 +283,13 @@ def _run(
 ) -> Outcome:
     argv = check.argv
     report = None
-    if reads is not None and argv[1:3] == ("-B", "-c"):
+    # A `from __future__` import must come first: such code runs as it is, and says nothing.
+    if reads is not None and argv[1:3] == ("-B", "-c") and "__future__" not in argv[3]:
         report = reads.report_path()
         argv = (*argv[:3], READS_PREAMBLE + argv[3], *argv[4:])
         environ = {**environ, READS_VARIABLE: report}
+    elif reads is not None:
+        reads.unsure()  # a user's command, or code that cannot take the preamble
     try:
         return _outcome(check, environ, cwd, argv)
     finally:
