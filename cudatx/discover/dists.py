@@ -479,6 +479,9 @@ def _behind_extras(
 
     out: dict[str, list[Requirement]] = {e: [] for e in named}
     plain = {**markers, "extra": ""}
+    by_name: dict[str, list[str]] = {}
+    for extra in named:
+        by_name.setdefault(canonical_name(extra), []).append(extra)
     for text in dist.requires:
         if "extra" not in text:
             continue
@@ -487,12 +490,30 @@ def _behind_extras(
             marker = requirement.marker
             if marker is None or marker.evaluate(plain):
                 continue
-            for extra in named:
+            for extra in _candidates(str(marker), named, by_name):
                 if marker.evaluate({**markers, "extra": extra}):
                     out[extra].append(requirement)
         except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
             continue
     return out
+
+
+_EXTRA_WORD = re.compile(r"\bextra\b")
+
+
+def _candidates(marker: str, named: list[str], by_name: Mapping[str, list[str]]) -> list[str]:
+    """The extras a marker false without one can be true with: where `extra` appears in it
+    only as `extra == "<name>"`, any other extra compares as "" does (packaging compares
+    extras by their normalized names, PEP 685), so only those named are evaluated; a marker
+    that uses `extra` otherwise (`!=`, `in`) is evaluated with every extra."""
+    literals = _EXTRA.findall(marker)
+    if len(literals) != len(_EXTRA_WORD.findall(marker)):
+        return named
+    return [
+        e
+        for lit in dict.fromkeys(canonical_name(x) for x in literals)
+        for e in by_name.get(lit, ())
+    ]
 
 
 def _met(requirement: Requirement, versions: Mapping[str, str]) -> bool:

@@ -164,6 +164,9 @@ class Trial(Frozen):
     # whether the frameworks' GPU start steps ran: "1 GPU", or "no GPU (why)"; None where
     # the report predates them
     gpu: str | None = None
+    # the judgement before the change was kept from an earlier trial (cudatx.trial.kept):
+    # the number of files and folders it read, none changed since; 0: judged in this trial
+    before_kept: int = 0
 
 
 class Plan(Frozen):

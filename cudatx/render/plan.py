@@ -332,6 +332,12 @@ def trial_lines(trial: Trial) -> list[str]:
     before = sum(r.trial == "failed before" for r in trial.roots)
     if before:
         lines.append(f"  {counted(before, 'check')} failed before the change too (not counted)")
+    if trial.before_kept:
+        lines.append(
+            "  the judgement before the change is an earlier trial's: none of the "
+            f"{counted(trial.before_kept, 'file')} its checks read has changed since "
+            "(--no-cache judges it again)"
+        )
     if trial.disagreements:
         lines.append("  Model and trial disagree:")
         lines += [f"    {d}" for d in trial.disagreements]

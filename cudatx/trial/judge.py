@@ -11,6 +11,7 @@ the command) printed on stderr: for a failed import, the exception and its messa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -49,6 +50,91 @@ class Check:
 class Outcome:
     ok: bool
     error: str = ""  # the last line on stderr (else stdout), or why it did not finish
+
+
+# Where a check writes what it read (cudatx.trial.kept): the variable names a file the
+# check's interpreter writes at exit, and leaves the environment of anything it starts.
+READS_VARIABLE = "CUDATX_TRIAL_READS"
+_MAX_READS = 16 << 20  # bytes of one check's report read back (torch's import: 0.3 MB)
+
+# Run before a check's own code where what it reads is asked for: at exit (a failed import
+# included: atexit runs after the traceback), every module's file, every sys.path entry and
+# package folder (a module added there would be found), and every file mapped into the
+# process (/proc/self/maps: the libraries, the interpreter).
+READS_PREAMBLE = """\
+import atexit as _cudatx_atexit, os as _cudatx_os
+def _cudatx_reads(out=_cudatx_os.environ.pop("CUDATX_TRIAL_READS", "")):
+    import json, sys
+    if not out:
+        return
+    files, folders = set(), set(p for p in sys.path if isinstance(p, str))
+    for module in list(sys.modules.values()):
+        try:  # a module may be anything: torch's _ClassNamespace has a __path__ of its own
+            where = getattr(module, "__file__", None)
+            if isinstance(where, str):
+                files.add(where)
+            searched = getattr(module, "__path__", None)
+            if isinstance(searched, list) or type(searched).__name__ == "_NamespacePath":
+                folders.update(p for p in searched if isinstance(p, str))
+        except Exception:
+            return  # unsure of what it read: no report, and the judgement is not kept
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.rstrip("\\n").split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    files.add(parts[5])
+    except OSError:
+        return
+    absolute = _cudatx_os.path.abspath
+    found = {"files": sorted(map(absolute, files)), "folders": sorted(map(absolute, folders))}
+    with open(out, "w") as report:
+        json.dump(found, report)
+_cudatx_atexit.register(_cudatx_reads)
+"""
+
+
+class Reads:
+    """What the checks of one judgement read, as each reports it (READS_PREAMBLE): the
+    files and the folders searched; `complete` until one check says nothing (killed, timed
+    out, a report too large or unreadable)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder  # where the reports are written, then removed
+        self.files: set[str] = set()
+        self.folders: set[str] = set()
+        self.complete = True
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def report_path(self) -> str:
+        with self._lock:
+            self._count += 1
+            return os.path.join(self.folder, f"reads-{self._count}.json")
+
+    def unsure(self) -> None:
+        """A check said nothing of what it read."""
+        with self._lock:
+            self.complete = False
+
+    def take(self, path: str) -> None:
+        """One check's report, read and removed."""
+        import json
+
+        try:
+            with open(path, "rb") as handle:
+                data = json.loads(handle.read(_MAX_READS + 1)[:_MAX_READS])
+            files = [str(f) for f in data["files"]]
+            folders = [str(f) for f in data["folders"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            self.unsure()
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        with self._lock:
+            self.files.update(files)
+            self.folders.update(folders)
 
 
 def _is_module_name(name: str) -> bool:
@@ -192,9 +278,31 @@ def _spawn(
     )
 
 
-def _run(check: Check, environ: Mapping[str, str], cwd: str | None) -> Outcome:
+def _run(
+    check: Check, environ: Mapping[str, str], cwd: str | None, reads: Reads | None = None
+) -> Outcome:
+    argv = check.argv
+    report = None
+    # A `from __future__` import must come first: such code runs as it is, and says nothing.
+    if reads is not None and argv[1:3] == ("-B", "-c") and "__future__" not in argv[3]:
+        report = reads.report_path()
+        argv = (*argv[:3], READS_PREAMBLE + argv[3], *argv[4:])
+        environ = {**environ, READS_VARIABLE: report}
+    elif reads is not None:
+        reads.unsure()  # a user's command, or code that cannot take the preamble
     try:
-        done = _spawn(check.argv, environ, cwd, check.timeout)
+        return _outcome(check, environ, cwd, argv)
+    finally:
+        if report is not None:
+            assert reads is not None
+            reads.take(report)
+
+
+def _outcome(
+    check: Check, environ: Mapping[str, str], cwd: str | None, argv: Sequence[str]
+) -> Outcome:
+    try:
+        done = _spawn(argv, environ, cwd, check.timeout)
     except subprocess.TimeoutExpired:
         return Outcome(False, f"did not finish within {check.timeout:g} s")
     except OSError as exc:
@@ -214,11 +322,13 @@ def judge(
     jobs: int | None = None,
     cwd: str | None = None,
     told: Callable[[int, int, str], None] | None = None,
+    reads: Reads | None = None,
 ) -> dict[str, Outcome]:
     """Run every check, up to `jobs` at once (default: the cores); outcomes by label. The
     user's commands run one at a time, after the rest: they may be heavy, and may depend on
     each other. `told`: (finished, of all, the label of the oldest still running), as each
-    check starts and ends."""
+    check starts and ends; `reads`: what each interpreter check read is added to it (a
+    user's command reports nothing)."""
     plain = [c for c in checks if not c.label.startswith("--trial-cmd")]
     commands = [c for c in checks if c.label.startswith("--trial-cmd")]
     workers = max(1, jobs or os.cpu_count() or 1)
@@ -236,7 +346,7 @@ def judge(
             running[check.label] = time.monotonic()
             tell()
         try:
-            return _run(check, environ, where)
+            return _run(check, environ, where, reads)
         finally:
             with lock:
                 del running[check.label]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,7 +23,8 @@ from cudatx.errors import CudatxError, ExitCode
 from cudatx.models import PythonTarget, SandboxUsed
 from cudatx.planning.change import Change, uv_steps
 from cudatx.sandbox import Confinement, probe
-from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome, Stepped
+from cudatx.trial import kept
+from cudatx.trial.judge import IMPORT_TIMEOUT, Outcome, Stepped, judge_environ
 from cudatx.trial.shadow import METHODS, Shadow, shadow
 from cudatx.trial.told import TrialStep, heard
 from cudatx.trust import refuse_root_running_code
@@ -56,6 +58,9 @@ class TrialRun:
     error: str | None  # uv's error in the shadow
     # the confinement the trial's code ran under, and what it could write (cudatx.sandbox)
     sandbox: SandboxUsed | None = None
+    # the judgement before was kept from an earlier trial (cudatx.trial.kept): the number
+    # of files and folders it read, none changed since; 0: judged in this trial
+    before_kept: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,12 +143,47 @@ def _both(
         if cache:
             os.makedirs(cache, exist_ok=True)
         how = _How(held, cache)
+    started = time.time_ns()
+    target = env.target
+    scan_cache = env.view.cache if not options.commands else None
+    looked_up = kept.facts(
+        target.python,
+        target.site_packages,
+        env.ld_library_path,
+        judge_environ(target.prefix, env.ld_library_path),
+        options.timeout,
+        held,
+    )
+    if change is not None:
+        remembered = kept.recall(scan_cache, target.prefix, looked_up, target.site_packages)
+        if remembered is not None:
+            second, after, uv_seconds, error, writable, _ = _session(
+                env, change, uv, uv_options, options, how, "after"
+            )
+            earlier = _judged(remembered[0])
+            # The GPU probe runs in every trial: a machine that answers otherwise now (a
+            # driver installed) is judged before the change again.
+            if after is None or after.gpu == earlier.gpu:
+                used = confinement.used(writable)
+                return TrialRun(second, earlier, after, uv_seconds, error, used, remembered[1])
     alone = "before" if change is not None else "as is"  # doctor's: no change to judge
-    first, before, _, _, writable = _session(env, None, uv, uv_options, options, how, alone)
+    first, before, _, _, writable, judged = _session(
+        env, None, uv, uv_options, options, how, alone, reads=scan_cache is not None
+    )
     assert before is not None  # _session raises where a judgement without a change fails
+    assert judged is not None
+    kept.keep(
+        scan_cache,
+        target.prefix,
+        looked_up,
+        judged,
+        target.site_packages,
+        first.original_path,
+        started,
+    )
     if change is None:
         return TrialRun(first, before, None, 0.0, None, confinement.used(writable))
-    second, after, uv_seconds, error, writable = _session(
+    second, after, uv_seconds, error, writable, _ = _session(
         env, change, uv, uv_options, options, how, "after"
     )
     both = replace(
@@ -178,10 +218,14 @@ def _session(
     options: TrialOptions,
     how: _How,
     judging: str,
-) -> tuple[Shadow, Judged | None, float, str | None, tuple[str, ...]]:
-    """One shadow, made fresh: the change made in it (where given), then judged; and the
-    folders the judged code could write (none where it ran unconfined). `judging`: which
-    judgement, as its progress says (cudatx.trial.told.TrialStep)."""
+    *,
+    reads: bool = False,
+) -> tuple[Shadow, Judged | None, float, str | None, tuple[str, ...], dict[str, Any] | None]:
+    """One shadow, made fresh: the change made in it (where given), then judged; the
+    folders the judged code could write (none where it ran unconfined); and the judgement
+    as the session said it. `judging`: which judgement, as its progress says
+    (cudatx.trial.told.TrialStep); `reads`: the checks say what they read, for keeping the
+    judgement (cudatx.trial.kept)."""
     target = env.target
     options.progress(TrialStep(judging, "shadow"))
     with shadow(target.prefix, options.methods) as shade:
@@ -200,6 +244,7 @@ def _session(
             "kept": {},
             "sandbox": how.sandbox,
             "uv_cache": how.uv_cache,
+            "reads": reads,
         }
         if change is not None:
             assert uv is not None
@@ -241,6 +286,7 @@ def _session(
         float(result.get("uv_seconds", 0.0)),
         error,
         tuple(result.get("writable", ())),
+        judged,
     )
 
 

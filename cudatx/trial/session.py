@@ -29,6 +29,7 @@ from cudatx.models import Distribution
 from cudatx.sandbox import Confinement, SandboxFailed, confine
 from cudatx.trial.judge import (
     Check,
+    Reads,
     command_checks,
     gpu_present,
     import_checks,
@@ -61,8 +62,10 @@ def _judged_here(spec: dict[str, Any], cwd: str) -> dict[str, Any]:
     def told(done: int, total: int, what: str) -> None:
         tell(where, "checks", done, total, what)
 
-    outcomes = judge(checks, environ, jobs=spec["jobs"], cwd=cwd, told=told)
-    return {
+    # What the checks read, where the trial would keep this judgement (cudatx.trial.kept)
+    reads = Reads(tempfile.gettempdir()) if spec.get("reads") else None
+    outcomes = judge(checks, environ, jobs=spec["jobs"], cwd=cwd, told=told, reads=reads)
+    judged: dict[str, Any] = {
         "seconds": time.monotonic() - start,
         "owners": owners,
         "outcomes": {label: asdict(o) for label, o in outcomes.items()},
@@ -70,6 +73,13 @@ def _judged_here(spec: dict[str, Any], cwd: str) -> dict[str, Any]:
         "steps": {c.label: list(c.step) for c in checks if c.step is not None},
         "gpu": said,
     }
+    if reads is not None:
+        judged["reads"] = {
+            "files": sorted(reads.files),
+            "folders": sorted(reads.folders),
+            "complete": reads.complete and not spec["commands"],
+        }
+    return judged
 
 
 # The judge, run again confined: this very cudatx, wherever it was imported from.

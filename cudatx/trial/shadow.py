@@ -51,6 +51,19 @@ class ShadowFailed(CudatxError):
     exit_code = ExitCode.TRIAL
 
 
+def _moved(path: str, old: str, new: str) -> str:
+    """`path` under the folder `old`, under `new` instead; a path outside `old` is the same
+    file for both."""
+    if old == new:
+        return path
+    rel = os.path.relpath(path, old)
+    if rel == os.curdir:
+        return new
+    if rel.startswith(os.pardir):
+        return path
+    return os.path.join(new, rel)
+
+
 @dataclass(frozen=True)
 class Shadow:
     method: str  # "overlay", "reflink" or "copy"
@@ -68,14 +81,12 @@ class Shadow:
 
     def relocate(self, path: str) -> str:
         """`path`, of the original environment, as the trial's processes see it."""
-        if self.prefix == self.original:
-            return path
-        rel = os.path.relpath(path, self.original)
-        if rel == os.curdir:
-            return self.prefix
-        if rel.startswith(os.pardir):
-            return path  # outside the environment: the same file for both
-        return os.path.join(self.prefix, rel)
+        return _moved(path, self.original, self.prefix)
+
+    def original_path(self, path: str) -> str:
+        """`path`, as the trial's processes saw it, of the original environment (relocate's
+        inverse)."""
+        return _moved(path, self.prefix, self.original)
 
     def describe(self) -> str:
         what = {

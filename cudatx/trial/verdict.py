@@ -197,12 +197,13 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
         shadow_seconds=shade.seconds,
         bytes_copied=shade.bytes_copied,
         uv_seconds=run.uv_seconds,
-        judge_seconds=run.before.seconds + after.seconds,
+        judge_seconds=(0.0 if run.before_kept else run.before.seconds) + after.seconds,
         checks=len(after.outcomes),
         breaks=breaks,
         roots=tuple(rows),
         disagreements=tuple(r.disagreement for r in rows if r.disagreement),
         sandbox=run.sandbox,
         gpu=after.gpu or run.before.gpu or None,
+        before_kept=run.before_kept,
     )
     return replace(plan, trial=trial, safe=plan.safe and not breaks)

@@ -403,28 +403,34 @@ def test_parse_record_never_raises(text: str) -> None:
     assert len(entries) + len(findings) <= lines
 
 
-def test_applicable_requirements_skip_what_cannot_apply() -> None:
-    """Markers are evaluated for the target with extra=""; hostile lines never raise."""
-    from cudatx.discover.dists import applicable_requirements
-    from cudatx.models import Distribution
-
-    dist = Distribution(
-        name="x",
-        display_name="x",
-        version="1",
-        metadata_dir="/nowhere/x-1.dist-info",
+def _requiring(name: str, version: str, *requires: str) -> Distribution:
+    """A distribution known only by its metadata: its name, version and Requires-Dist."""
+    return Distribution(
+        name=name,
+        display_name=name,
+        version=version,
+        metadata_dir=f"/nowhere/{name}-{version}.dist-info",
         site="/nowhere",
         owner="dist-info",
         records=(),
-        requires=(
-            "a>=1",
-            'b; sys_platform == "win32"',
-            'c; extra == "gpu"',
-            'd; python_version >= "3"',
-            'e; bogus_variable == "1"',
-            "not a requirement ((",
-            'f; platform_machine ~= "x86_64"',
-        ),
+        requires=requires,
+    )
+
+
+def test_applicable_requirements_skip_what_cannot_apply() -> None:
+    """Markers are evaluated for the target with extra=""; hostile lines never raise."""
+    from cudatx.discover.dists import applicable_requirements
+
+    dist = _requiring(
+        "x",
+        "1",
+        "a>=1",
+        'b; sys_platform == "win32"',
+        'c; extra == "gpu"',
+        'd; python_version >= "3"',
+        'e; bogus_variable == "1"',
+        "not a requirement ((",
+        'f; platform_machine ~= "x86_64"',
     )
     markers = {"sys_platform": "linux", "python_version": "3.11", "platform_machine": "x86_64"}
     names = [r.name for r in applicable_requirements(dist, markers)]
@@ -437,20 +443,8 @@ def test_installed_extras_are_those_whose_requirements_are_all_met() -> None:
     version it allows; a line that applies without the extra, a marker an extra only widens,
     a reversed comparison and hostile lines count for none."""
     from cudatx.discover.dists import installed_extras
-    from cudatx.models import Distribution
 
-    def dist(name: str, version: str, *requires: str) -> Distribution:
-        return Distribution(
-            name=name,
-            display_name=name,
-            version=version,
-            metadata_dir=f"/nowhere/{name}-{version}.dist-info",
-            site="/nowhere",
-            owner="dist-info",
-            records=(),
-            requires=requires,
-        )
-
+    dist = _requiring
     top = dist(
         "top",
         "1",
@@ -469,6 +463,49 @@ def test_installed_extras_are_those_whose_requirements_are_all_met() -> None:
     markers = {"python_version": "3.11", "sys_platform": "linux"}
     assert installed_extras(installed, markers, frozenset({"top"})) == {"top": ("gpu",)}
     assert installed_extras(installed, markers, frozenset()) == {}
+
+
+def test_behind_extras_evaluates_only_the_extras_a_marker_names_and_agrees_with_all() -> None:
+    """Each marker is evaluated only with the extras it names as `extra == "<name>"`
+    (normalized, PEP 685); what it finds is what evaluating it with every extra finds,
+    for markers that use `extra` any other way too."""
+    from packaging.requirements import Requirement
+
+    from cudatx.discover.dists import _behind_extras
+
+    lines = (
+        'a; extra == "gpu"',
+        'b; extra == "Multi_Word"',
+        'c; extra == "multi-word" or extra == "gpu"',
+        'd; extra != "gpu" and extra == "wide"',
+        'e; "rev" == extra',
+        'f; extra == "extra-x"',
+        'g; extra not in "cpu"',
+        'h; python_version >= "3" and extra == "wide"',
+    )
+    dist = _requiring("top", "1", *lines)
+    markers = {"python_version": "3.11", "sys_platform": "linux"}
+    named = ["Multi_Word", "extra-x", "gpu", "multi-word", "rev", "wide"]
+    found = {k: [str(r) for r in v] for k, v in _behind_extras(dist, markers, named).items()}
+    every: dict[str, list[str]] = {e: [] for e in named}
+    for line in lines:
+        marker = Requirement(line).marker
+        assert marker is not None
+        if marker.evaluate({**markers, "extra": ""}):
+            continue  # applies without an extra: behind none
+        for extra in named:
+            if marker.evaluate({**markers, "extra": extra}):
+                every[extra].append(str(Requirement(line)))
+    assert found == every
+    assert (
+        found["multi-word"]
+        == found["Multi_Word"]
+        == [
+            'b; extra == "multi-word"',
+            'c; extra == "multi-word" or extra == "gpu"',
+            'g; extra not in "cpu"',
+        ]
+    )
 
 
 # -------------------------------------------------------------------------------------
