@@ -69,7 +69,7 @@ def _cudatx_reads(out=_cudatx_os.environ.pop("CUDATX_TRIAL_READS", "")):
         return
     files, folders = set(), set(p for p in sys.path if isinstance(p, str))
     for module in list(sys.modules.values()):
-        try:  # a module may be anything: torch's _ClassNamespace has a __path__ of its own
+        try:  # a module may be anything: a class namespace with a __path__ that is no list
             where = getattr(module, "__file__", None)
             if isinstance(where, str):
                 files.add(where)
