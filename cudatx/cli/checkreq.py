@@ -219,9 +219,10 @@ def _without_environment(
     `chosen` (an environment), else of the one `uv venv` picks here. `missing`: the
     --python folder that is not there, named in the line that says what is checked; `own`:
     the environment cudatx runs from, which discovery found and which is not a target."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    from cudatx.cache import open_cache
     from cudatx.discover.target import find_target, locate_interpreter
+    from cudatx.planning.checkreq import Wheels, check_conflicts, check_fresh
+    from cudatx.render import checkreq as render
     from cudatx.uv import cache_dir, run_uv, venv_argv
 
     out = target.output
@@ -229,19 +230,10 @@ def _without_environment(
     base = None
     if chosen is not None:
         base = os.fspath(locate_interpreter(chosen, os.environ, Path.cwd())[0])
-    # The pool is left (its uv calls waited for) before the folder is removed.
-    with interrupts.temporary_folder("cudatx-fresh-") as folder, ThreadPoolExecutor(2) as pool:
+    with interrupts.temporary_folder("cudatx-fresh-") as folder:
         venv = os.path.join(folder, "venv")
-        # uv makes the empty environment and names its cache while the planning code is
-        # imported: on the hook's path (CI) these were 0.15 s and 0.25 s one after the other.
-        made = pool.submit(run_uv, uv, venv_argv(venv, base))
-        named = pool.submit(cache_dir, uv)
-        from cudatx.cache import open_cache
-        from cudatx.planning.checkreq import Wheels, check_conflicts, check_fresh
-        from cudatx.render import checkreq as render
-
-        made.result()
-        uv_cache = named.result()
+        run_uv(uv, venv_argv(venv, base))
+        uv_cache = cache_dir(uv)
         names = ", ".join(files)
         nothing = f"no such environment: {missing}" if missing else "no environment to check"
         if own:
