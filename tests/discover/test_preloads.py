@@ -9,6 +9,7 @@ hand; these tests hold the reader to it, and the shipped tables to the reader.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,27 @@ def test_the_installed_source_wins_over_the_table(tmp_path: Path) -> None:
     pre = read_preloads(torch, str(package), "2.9.1")  # metadata says 2.9, the source is 2.13's
     assert pre.origin == f"read from {package / '__init__.py'}"
     assert [e.required for e in pre.normal][:16] == [True] * 16
+
+
+def test_the_cuda_version_constant_is_read_bounded_and_never_from_a_fifo(tmp_path: Path) -> None:
+    """torch/version.py's `cuda` is read as the scan reads any metadata: a regular file of
+    at most MAX_METADATA bytes. A FIFO in its place (nobody writes it) is no version, and
+    the read returns at once instead of holding the scan."""
+    import threading
+
+    from cudatx.discover.frameworks.source import constant
+    from cudatx.reading import MAX_METADATA
+
+    good = tmp_path / "version.py"
+    good.write_text("from typing import Optional\ncuda: Optional[str] = '12.8'\n")
+    assert constant(str(good), "cuda") == "12.8"
+    big = tmp_path / "big.py"
+    big.write_bytes(b"cuda = '12.8'\n" + b"#" * MAX_METADATA)
+    assert constant(str(big), "cuda") is None
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    said: list[str | None] = []
+    reading = threading.Thread(target=lambda: said.append(constant(str(fifo), "cuda")), daemon=True)
+    reading.start()
+    reading.join(timeout=10)
+    assert said == [None]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from cudatx.reading import MAX_METADATA, read_bounded
+
 
 class Shape(Exception):
     """The source does not have the shape a reader knows."""
@@ -43,8 +45,8 @@ def constant(path: str, name: str) -> str | None:
     without importing it; None where the file cannot be read or parsed, or that value is no
     string constant (torch/version.py's `cuda = None` in a CPU build)."""
     try:
-        with open(path, "rb") as stream:
-            tree = ast.parse(stream.read())
+        # bounded, and only a regular file: a FIFO there must not hold the scan
+        tree = ast.parse(read_bounded(path, MAX_METADATA))
     except (OSError, SyntaxError, ValueError):
         return None
     value: str | None = None
