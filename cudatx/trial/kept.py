@@ -5,11 +5,11 @@ before is the same on every trial of an environment that has not changed: after 
 first, it is half a trial's time. It is kept in the scan cache (cudatx.cache) with what it
 depends on, and used again only while all of that stands:
 
-- every file a check read, each by its state (cudatx.cache.file_key): each module's file,
-  and each file mapped into the process (/proc/self/maps: the interpreter, every library,
-  from the environment or the system); and every folder searched (sys.path entries and
-  package folders: a module added to one would be found), by its state, which an entry
-  added or removed changes;
+- every file a check read, each by its state (cudatx.cache.file_key; a symlink's and its
+  target's): each module's file, and each file mapped into the process (/proc/self/maps:
+  the interpreter, every library, from the environment or the system); and every folder
+  searched (sys.path entries and package folders: a module added to one would be found),
+  by its state, which an entry added or removed changes;
 - every file and folder of the site folders (what an import reads that is no module: a
   distribution's METADATA, a package's data files), by one digest of their states;
 - the interpreter, LD_LIBRARY_PATH, the judge's environment variables, each check's
@@ -34,7 +34,7 @@ import stat
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from cudatx.cache import RACY_NS, ScanCache
+from cudatx.cache import RACY_NS, ScanCache, file_key
 
 KIND = "trial before"
 _LOADER_CACHE = "/etc/ld.so.cache"
@@ -43,12 +43,15 @@ _VOLATILE = frozenset({"_", "OLDPWD", "PWD", "SHLVL", "TMPDIR"})
 
 
 def _state(path: str) -> str:
-    """A path's state, not following a last symlink: "-" where there is nothing."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return "-"
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    """A path's state (cudatx.cache.file_key), and for a symlink its target's too (a module
+    file linked from elsewhere, edited there): "-" for either where there is nothing."""
+    states = []
+    for follow in (False, True):
+        try:
+            states.append(":".join(file_key(os.stat(path, follow_symlinks=follow))))
+        except OSError:
+            states.append("-")
+    return " ".join(states)
 
 
 def _newest(path: str) -> int:
@@ -65,7 +68,7 @@ def site_digest(sites: Iterable[str]) -> tuple[str, int]:
     ctime among them); symlinks are not followed into."""
     digest = hashlib.sha256()
     newest = 0
-    todo = sorted(set(sites), reverse=True)
+    todo = sorted(set(sites), reverse=True)  # a stack: folders in name order, depth first
     while todo:
         folder = todo.pop()
         try:
@@ -74,17 +77,18 @@ def site_digest(sites: Iterable[str]) -> tuple[str, int]:
         except OSError:
             digest.update(f"{folder}\0-\n".encode("utf-8", "surrogateescape"))
             continue
+        below = []
         for entry in entries:
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
             newest = max(newest, st.st_ctime_ns)
-            line = f"{entry.path}\0{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}\n"
+            line = f"{entry.path}\0{':'.join(file_key(st))}\n"
             digest.update(line.encode("utf-8", "surrogateescape"))
             if stat.S_ISDIR(st.st_mode):
-                todo.append(entry.path)
-        todo.sort(reverse=True)
+                below.append(entry.path)
+        todo += reversed(below)
     return digest.hexdigest(), newest
 
 

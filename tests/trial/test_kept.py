@@ -108,3 +108,34 @@ def test_no_cache_and_a_users_command_judge_before_every_time(
 ) -> None:
     _trial(settled, tmp_path / "cache", *asked)
     assert _trial(settled, tmp_path / "cache", *asked)["before_kept"] == 0
+
+
+def test_a_module_linked_from_elsewhere_and_edited_there_is_judged_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module file in the site folder that is a symlink (into a project's checkout) is
+    kept by its target's state too: the link itself does not change when the file it
+    names is edited in place, nor does the site folder."""
+    from cudatx.cache import open_cache
+    from cudatx.trial import kept
+
+    monkeypatch.setattr(kept, "RACY_NS", 0)  # in process: keep files however new
+    site = tmp_path / "site"
+    site.mkdir()
+    source = tmp_path / "project" / "mod.py"
+    source.parent.mkdir()
+    source.write_text("VALUE = 1\n")
+    (site / "mod.py").symlink_to(source)
+    reads = {"files": [str(site / "mod.py")], "folders": [str(site)], "complete": True}
+    cache = open_cache({"CUDATX_CACHE_DIR": os.fspath(tmp_path / "cache")})
+    assert cache is not None
+    try:
+        started = time.time_ns() + 1_000_000_000
+        judged = {"outcomes": {}, "reads": reads}
+        assert kept.keep(cache, "env", "facts", judged, [str(site)], str, started) > 0
+        assert kept.recall(cache, "env", "facts", [str(site)]) is not None
+        with source.open("ab") as stream:  # in place: the link and the folder unchanged
+            stream.write(b"raise ImportError('edited')\n")
+        assert kept.recall(cache, "env", "facts", [str(site)]) is None
+    finally:
+        cache.close()
