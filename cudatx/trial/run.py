@@ -154,18 +154,19 @@ def _both(
         options.timeout,
         held,
     )
+    remembered = None
     if change is not None:
         remembered = kept.recall(scan_cache, target.prefix, looked_up, target.site_packages)
-        if remembered is not None:
-            second, after, uv_seconds, error, writable, _ = _session(
-                env, change, uv, uv_options, options, how, "after"
-            )
-            earlier = _judged(remembered[0])
-            # The GPU probe runs in every trial: a machine that answers otherwise now (a
-            # driver installed) is judged before the change again.
-            if after is None or after.gpu == earlier.gpu:
-                used = confinement.used(writable)
-                return TrialRun(second, earlier, after, uv_seconds, error, used, remembered[1])
+    made_after = None  # the session after the change, where it ran first
+    if remembered is not None:
+        made_after = _session(env, change, uv, uv_options, options, how, "after")
+        second, after, uv_seconds, error, writable, _ = made_after
+        earlier = replace(_judged(remembered[0]), seconds=0.0)  # no time of this trial's
+        # The GPU probe runs in every trial: a machine that answers otherwise now (a
+        # driver installed) is judged before the change again, beside that session.
+        if after is None or after.gpu == earlier.gpu:
+            used = confinement.used(writable)
+            return TrialRun(second, earlier, after, uv_seconds, error, used, remembered[1])
     alone = "before" if change is not None else "as is"  # doctor's: no change to judge
     first, before, _, _, writable, judged = _session(
         env, None, uv, uv_options, options, how, alone, reads=scan_cache is not None
@@ -183,7 +184,7 @@ def _both(
     )
     if change is None:
         return TrialRun(first, before, None, 0.0, None, confinement.used(writable))
-    second, after, uv_seconds, error, writable, _ = _session(
+    second, after, uv_seconds, error, writable, _ = made_after or _session(
         env, change, uv, uv_options, options, how, "after"
     )
     both = replace(

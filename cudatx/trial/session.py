@@ -77,7 +77,7 @@ def _judged_here(spec: dict[str, Any], cwd: str) -> dict[str, Any]:
         judged["reads"] = {
             "files": sorted(reads.files),
             "folders": sorted(reads.folders),
-            "complete": reads.complete and not spec["commands"],
+            "complete": reads.complete,  # a user's command left it False (judge._run)
         }
     return judged
 

@@ -197,7 +197,7 @@ def compare(plan: Plan, run: TrialRun, sites: tuple[str, ...]) -> Plan:
         shadow_seconds=shade.seconds,
         bytes_copied=shade.bytes_copied,
         uv_seconds=run.uv_seconds,
-        judge_seconds=(0.0 if run.before_kept else run.before.seconds) + after.seconds,
+        judge_seconds=run.before.seconds + after.seconds,
         checks=len(after.outcomes),
         breaks=breaks,
         roots=tuple(rows),

@@ -139,3 +139,39 @@ def test_a_module_linked_from_elsewhere_and_edited_there_is_judged_again(
         assert kept.recall(cache, "env", "facts", [str(site)]) is None
     finally:
         cache.close()
+
+
+def test_a_machine_whose_gpu_answers_otherwise_is_judged_before_again_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where the kept judgement's GPU probe said otherwise than the trial's (a driver
+    installed since), the judgement before is made again; the session after the change,
+    already made, is not made twice. The sessions are stood in for: what is judged here is
+    the order of the trial's steps, not a session."""
+    from types import SimpleNamespace
+
+    from cudatx.sandbox import Confinement
+    from cudatx.trial import kept, run
+    from cudatx.trial.judge import Outcome
+    from cudatx.trial.shadow import Shadow
+
+    made: list[str] = []
+
+    def session(*args: Any, reads: bool = False) -> tuple[Any, ...]:
+        judging = args[-1]
+        made.append(judging)
+        shade = Shadow("overlay", "/env", "/env", str(tmp_path), 0.0, 0)
+        judged = run.Judged({"import x": Outcome(True)}, {}, 1.0, "1 GPU")
+        said = {"outcomes": {}, "owners": {}, "seconds": 1.0, "gpu": "1 GPU"}
+        return shade, judged, 0.0, None, (), said
+
+    earlier = {"outcomes": {}, "owners": {}, "seconds": 5.0, "gpu": "no GPU (no driver)"}
+    monkeypatch.setattr(run, "_session", session)
+    monkeypatch.setattr(kept, "recall", lambda *a: (earlier, 12))
+    monkeypatch.setattr(kept, "keep", lambda *a: 0)
+    target = SimpleNamespace(python="/env/bin/python", site_packages=(), prefix="/env")
+    env = SimpleNamespace(target=target, ld_library_path=None, view=SimpleNamespace(cache=None))
+    options = run.TrialOptions()
+    trial = run._both(env, object(), None, (), options, Confinement("none", "", False))  # type: ignore[arg-type]
+    assert made == ["after", "before"]
+    assert trial.before_kept == 0 and trial.before.gpu == "1 GPU"
