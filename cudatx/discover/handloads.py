@@ -63,6 +63,7 @@ class LoadCalls:
     def __init__(self, functions: Mapping[str, str]) -> None:
         self.functions = dict(functions)  # dotted name -> its package
         self.names = tuple(self.functions)
+        self.packages = tuple(dict.fromkeys(self.functions.values()))
         words = dict.fromkeys(
             (*_LOADERS, *_LOAD_METHODS, *(f.rpartition(".")[2] for f in self.functions))
         )
@@ -589,8 +590,7 @@ class _Reader:
         func = self.expr(node.func, frame)
         if not isinstance(func, _Module):
             return ""
-        packages = dict.fromkeys(self.calls.functions.values())
-        return next((p for p in packages if func.name.startswith(f"{p}.")), "")
+        return next((p for p in self.calls.packages if func.name.startswith(f"{p}.")), "")
 
     def _library(self, name: str, args: list[object]) -> object:
         """The standard library functions a path is built with."""
