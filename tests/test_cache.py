@@ -24,7 +24,7 @@ from cudatx.analysis import ownership
 from cudatx.cache import DATABASE, cache_folder, open_cache
 from cudatx.discover.target import start_query
 from cudatx.environment import Environment
-from cudatx.loader.fileview import FileView
+from cudatx.models import Distribution
 from cudatx.progress import Bar, wanted
 from cudatx.scan import scan
 from tests.support import (
@@ -116,13 +116,13 @@ def test_a_plans_lost_files_check_is_kept_until_a_folder_of_its_code_changes(
     folders of its modules and libraries keep their state; a library deleted since is
     seen (its folder's entries changed), and nothing is stat'ed for a kept answer."""
     looked: list[str] = []
-    missing = ownership._missing
+    look = ownership._look
 
-    def counted(view: FileView, path: str) -> bool:
-        looked.append(path)
-        return missing(view, path)
+    def counted(dist: Distribution) -> tuple[object, bool]:
+        looked.extend(ownership._code_paths(dist))
+        return look(dist)
 
-    monkeypatch.setattr(ownership, "_missing", counted)
+    monkeypatch.setattr(ownership, "_look", counted)
 
     def losing(folder: Path) -> tuple[str, ...]:
         cache = open_cache({"CUDATX_CACHE_DIR": str(folder)})

@@ -344,44 +344,94 @@ def losing_code(env: Environment) -> tuple[str, ...]:
     distribution's answer stands while its RECORD and every folder holding its code keep
     their state: a file appears in or leaves a folder only by a change of the folder's
     entries, which sets its ctime (as `find -newer` and make rely on; cudatx.cache, RACY_NS,
-    for a change within the same tick)."""
+    for a change within the same tick).
+
+    In a simulated environment a distribution whose RECORD the change leaves, and in whose
+    folders it deletes or puts no file, loses what it lost on disk now and what is lost with
+    the target of one of its symlinks; only the others are looked at file by file."""
     view = env.view
-    cache = None if view.simulated else view.cache
-    return tuple(d.name for d in env.distributions if _loses_code(view, d, cache))
+    if not view.simulated:
+        return tuple(d.name for d in env.distributions if _code_now(view, d).lost)
+    changed = view.changed_folders()
+
+    def loses(dist: Distribution) -> bool:
+        record = owner_of(dist).listing_file(dist)
+        if record is not None and not view.gone(record) and view.real(record) == record:
+            now = _code_now(view, dist)
+            if not any(env.keys(os.path.join(f, "x"))[:-2] in changed for f in now.folders):
+                return now.lost or any(view.gone(link) for link in now.links)
+        return any(_missing(view, p) for p in _code_paths(dist))
+
+    return tuple(d.name for d in env.distributions if loses(d))
 
 
-def _loses_code(view: FileView, dist: Distribution, cache: ScanCache | None) -> bool:
-    def code() -> list[str]:
-        return [os.path.join(dist.site, e.path) for e in _checked(dist) if is_code(e)]
+@dataclass(frozen=True)
+class _Code:
+    """What the check for lost code finds of one distribution on disk now."""
 
+    lost: bool  # a code file its RECORD lists is missing
+    folders: tuple[str, ...]  # the folders of its code files, as its RECORD spells them
+    states: tuple[str, ...]  # each folder's state (_folder_state) when they were looked at
+    links: tuple[str, ...]  # its code files that are symlinks (looked for only when not lost)
+
+
+def _code_paths(dist: Distribution) -> list[str]:
+    return [os.path.join(dist.site, e.path) for e in _checked(dist) if is_code(e)]
+
+
+def _code_now(view: FileView, dist: Distribution) -> _Code:
+    """_Code of `dist` on disk now, whatever change `view` simulates: found once per run
+    (FileView.answers, which every simulation on the view shares), kept in the scan cache."""
     record = owner_of(dist).listing_file(dist)
     try:
-        st = os.stat(record) if cache is not None and record is not None else None
+        st = os.stat(record) if record is not None else None
     except OSError:
         st = None
-    if st is None:
-        return any(_missing(view, p) for p in code())
+    if st is None or record is None:
+        return _look(dist)[0]
     key, state = file_key(st)
+    known = view.answers.get(("code intact", f"{record}\0{key}\0{state}"))
+    if isinstance(known, _Code):
+        return known
 
-    def compute() -> tuple[bool, list[str], list[str], bool]:
-        paths = code()
-        folders = sorted({os.path.dirname(p) for p in paths})
-        # The folders' states before the files: a file deleted in between leaves its
-        # folder newer than what is kept, and the next run looks again.
-        states = [_folder_state(f) for f in folders]
-        lost = any(_missing(view, p) for p in paths)
-        keep = settled(st) and all(s[1] for s in states)
-        return lost, folders, [s[0] for s in states], keep
+    def compute() -> tuple[_Code, bool]:
+        found, keep = _look(dist)
+        return found, keep and settled(st)
 
-    return memo(
-        cache,
+    found = memo(
+        view.cache,
         "code intact",
         f"{record}\0{key}",
         state,
         compute,
         load=_code_from_json,
-        dump=lambda told: json.dumps(told[:3]) if told[3] else None,
+        dump=lambda told: _code_to_json(told[0]) if told[1] else None,
     )[0]
+    view.answers[("code intact", f"{record}\0{key}\0{state}")] = found
+    return found
+
+
+def _look(dist: Distribution) -> tuple[_Code, bool]:
+    """(_Code of `dist`, whether it may be kept: every folder settled). One lstat(2) per
+    code file: a link counts as there, dangling or not (a dangling link is 'wrong', not
+    missing)."""
+    paths = _code_paths(dist)
+    folders = sorted({os.path.dirname(p) for p in paths})
+    # The folders' states before the files: a file deleted in between leaves its folder
+    # newer than what is kept, and the next run looks again.
+    states = [_folder_state(f) for f in folders]
+    lost = False
+    links = []
+    for path in paths:
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            lost = True
+            break
+        if stat.S_ISLNK(mode):
+            links.append(path)
+    found = _Code(lost, tuple(folders), tuple(s[0] for s in states), () if lost else tuple(links))
+    return found, all(s[1] for s in states)
 
 
 def _folder_state(folder: str) -> tuple[str, bool]:
@@ -393,13 +443,17 @@ def _folder_state(folder: str) -> tuple[str, bool]:
     return ":".join(file_key(st)), settled(st)
 
 
-def _code_from_json(text: str) -> tuple[bool, list[str], list[str], bool]:
-    lost, folders, states = json.loads(text)
+def _code_to_json(found: _Code) -> str:
+    return json.dumps([found.lost, found.folders, found.states, found.links])
+
+
+def _code_from_json(text: str) -> tuple[_Code, bool]:
+    lost, folders, states, links = json.loads(text)
     if len(folders) != len(states) or any(
         _folder_state(f)[0] != s for f, s in zip(folders, states, strict=True)
     ):
         raise Stale  # a folder's entries changed since: look again
-    return bool(lost), folders, states, True
+    return _Code(bool(lost), tuple(folders), tuple(states), tuple(links)), True
 
 
 def _missing(view: FileView, path: str) -> bool:

@@ -67,6 +67,9 @@ class FileView:
         self._prefetch: RodataPrefetch | None = None
         self._folders: dict[str, bool] = {}
         self._globbed: dict[str, list[str]] = {}
+        # Answers about the files on disk now, found in this run (kind and key -> answer),
+        # for every simulation on this view to start from (cudatx.analysis.ownership).
+        self.answers: dict[tuple[str, str], object] = {}
 
     def probe(self, path: str) -> Probe:
         cached = self._probes.get(path)
@@ -272,6 +275,11 @@ class FileView:
         """Whether a simulated change deleted `path`: never, for the files as they are."""
         return False
 
+    def changed_folders(self) -> frozenset[str]:
+        """The folders (keys) in which a simulated change deletes or puts a file: none,
+        for the files as they are."""
+        return frozenset()
+
     @property
     def simulated(self) -> bool:
         """Whether this view is of files as a change would leave them (OverlayView): then
@@ -369,12 +377,14 @@ class OverlayView(FileView):
         self._base = base
         self.tables = base.tables
         self.verdicts = base.verdicts
+        self.answers = base.answers
         self._gone = gone
         self._key = key
         self._arriving = arriving or {}
         # Folders an install creates: every parent of an arriving file.
         self._new_folders = {os.path.dirname(k) for k in self._arriving}
         self._verdicts: dict[str, bool] = {}
+        self._changed: frozenset[str] | None = None
 
     def _is_gone(self, path: str) -> bool:
         verdict = self._verdicts.get(path)
@@ -458,6 +468,11 @@ class OverlayView(FileView):
     def gone(self, path: str) -> bool:
         """Whether the change deleted `path` (or, for a symlink, what it points at)."""
         return self._is_gone(path)
+
+    def changed_folders(self) -> frozenset[str]:
+        if self._changed is None:
+            self._changed = frozenset(k.rpartition("/")[0] for k in (*self._gone, *self._arriving))
+        return self._changed
 
     @property
     def simulated(self) -> bool:
