@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import field, replace
 
@@ -128,6 +127,8 @@ def _options(
     where each one's bytes come from is put in `told`, by name."""
 
     def stage_reinstalls(fixes: tuple[Distribution, ...]) -> tuple[Distribution, ...]:
+        from concurrent.futures import ThreadPoolExecutor  # see propose()
+
         wanted = [Arrival(d.name, reinstall_spec(d)) for d in fixes]
         if not planning.allow_build:
             unbuilt = building.unbuilt_specs(a.spec for a in wanted)
@@ -255,6 +256,10 @@ def propose(
         if dist not in removing:
             removing.append(dist)
     refuse_escaping(removing, env.target.prefix)
+    # Imported where uv stages: a plan that stages nothing does not pay for it (nor for
+    # logging, which concurrent.futures imports; 10% of a warm `remove --dry-run`'s imports).
+    from concurrent.futures import ThreadPoolExecutor
+
     with tempfile.TemporaryDirectory(prefix="cudatx-stage-") as folder:
         site = env.target.install_site
         into = os.path.join(folder, "install")

@@ -29,7 +29,6 @@ import subprocess
 import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -100,6 +99,10 @@ def resolve(
         locking = lock_argv(python, requirements, lock, words, no_deps=no_deps)
         annotating = annotated_argv(python, requirements, words, no_deps=no_deps)
         # Both at once: each mostly waits on the index (uv revalidates its cached pages).
+        # (Imported here: a plan imports this module and resolves nothing; see
+        # cudatx.planning.change.propose.)
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=2) as pool:
             said = pool.submit(run_uv, uv, locking, timeout=timeout)
             annotated = run_uv(uv, annotating, timeout=timeout)
