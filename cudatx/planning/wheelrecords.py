@@ -57,6 +57,7 @@ from cudatx.discover.dists import parse_record, refuse_rows
 from cudatx.errors import UnreadableFile
 from cudatx.models import Frozen, PythonTarget, RecordEntry
 from cudatx.names import canonical_name
+from cudatx.paths import normal
 from cudatx.planning.lazyzip import Deadlines, RemoteError, read_member
 from cudatx.planning.resolve import Wheel
 from cudatx.planning.stage import Arrival, stage
@@ -147,7 +148,7 @@ def installed_entries(
             folder = layout.scheme(scheme, wheel.name) if scheme in _SCHEMES else None
             if folder is not None and inner:
                 path = posixpath.join(folder, inner) if folder else inner
-        out.append(entry._replace(path=posixpath.normpath(path)))
+        out.append(entry._replace(path=normal(path)))
     return tuple(out)
 
 
@@ -493,6 +494,6 @@ def _through_uv(
             if dist is None:
                 raise UvFailed(f"uv staged no {wheel.name}: cannot read its RECORD ({why})")
             # The staged copy's RECORD is already as installed, relative to its site folder.
-            entries = tuple(e._replace(path=posixpath.normpath(e.path)) for e in dist.records)
+            entries = tuple(e._replace(path=normal(e.path)) for e in dist.records)
             out[wheel.name] = WheelRecord(wheel, entries, read)
     return out
