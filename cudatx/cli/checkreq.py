@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from cudatx.discover.target import Query
     from cudatx.environment import Environment
     from cudatx.planning.change import Planning, Proposal
-    from cudatx.planning.lazyzip import Deadlines
     from cudatx.planning.models import Plan
 
 
@@ -111,9 +111,7 @@ def check_requirements(
     different bytes are refused; --fresh also plans the whole install into an empty
     environment."""
     from cudatx.discover.target import hook_target
-    from cudatx.planning.checkreq import check_file
-    from cudatx.planning.lazyzip import Deadlines
-    from cudatx.render import checkreq as render
+    from cudatx.uv import find_uv
 
     if not files:
         return 0
@@ -126,7 +124,9 @@ def check_requirements(
     missing = target.python if chosen is None else None
     # Discovery found the environment cudatx runs from (its venv active, say): not a target
     # (cudatx.discover.target.own_environment); the line saying what is checked names it.
-    own = _own_prefix(asked) if chosen is None and missing is None else None
+    # (asked for where it is said, once uv is making the empty environment: a fallback
+    # interpreter's answer need not hold that up)
+    own = functools.partial(_own_prefix, asked if chosen is None and missing is None else None)
     if chosen is None and require_env:
         if missing is not None:
             raise EnvironmentNotFound(f"no such environment: {missing}")
@@ -135,7 +135,10 @@ def check_requirements(
             "or create .venv)"
         )
     out = target.output
-    how = planning(
+    # Planning is imported with the whole planning code: without an environment, only once
+    # uv is making the empty one (_without_environment).
+    how = functools.partial(
+        planning,
         source,
         out,
         repair=False,
@@ -151,16 +154,20 @@ def check_requirements(
             chosen,
             target,
             how,
+            uv=find_uv(source.uv),
             missing=missing,
             own=own,
             extras=extras,
             mode=mode,
             fresh=fresh,
             fmt=fmt,
-            deadlines=Deadlines(
-                index_timeout or Deadlines().request_s, index_deadline or Deadlines().check_s
-            ),
+            waits=(index_timeout, index_deadline),
         )
+    # Imported here: without an environment (the hook on CI) uv makes the empty one while
+    # the planning code is imported (_without_environment).
+    from cudatx.planning.checkreq import check_file
+    from cudatx.render import checkreq as render
+
     # uv runs the environment's interpreter to resolve: refused where others can write it.
     # The environment the hook names (pre-commit's VIRTUAL_ENV is never it): asked anew
     # only where it is not the one the target asked about.
@@ -170,7 +177,8 @@ def check_requirements(
         judge = None
         if trial is not None:
             judge = _trial_judge(env, trial, source, target, quiet=fmt != "text")
-        checks = [check_file(env, f, how, extras=extras, mode=mode, judge=judge) for f in files]
+        planned = how()
+        checks = [check_file(env, f, planned, extras=extras, mode=mode, judge=judge) for f in files]
     out.show(render.render(render.Report(checks, env.target.site_packages), fmt))
     return 0 if all(c.safe for c in checks) else ExitCode.FINDINGS
 
@@ -205,39 +213,54 @@ def _without_environment(
     files: tuple[str, ...],
     chosen: str | None,
     target: Target,
-    how: Planning,
+    planned: Callable[[], Planning],
     *,
+    uv: str,
     missing: str | None,
-    own: str | None,
+    own: Callable[[], str | None],
     extras: tuple[str, ...],
     mode: str,
     fresh: bool,
     fmt: str,
-    deadlines: Deadlines,
+    waits: tuple[float | None, float | None],
 ) -> int:
     """The file alone, in an empty environment made for the check: of the interpreter of
     `chosen` (an environment), else of the one `uv venv` picks here. `missing`: the
-    --python folder that is not there, named in the line that says what is checked; `own`:
+    --python folder that is not there, named in the line that says what is checked; `own()`:
     the environment cudatx runs from, which discovery found and which is not a target."""
-    from cudatx.cache import open_cache
+    from concurrent.futures import ThreadPoolExecutor
+
     from cudatx.discover.target import find_target, locate_interpreter
-    from cudatx.planning.checkreq import Wheels, check_conflicts, check_fresh
-    from cudatx.render import checkreq as render
     from cudatx.uv import cache_dir, run_uv, venv_argv
 
     out = target.output
-    uv = how.uv()
     base = None
     if chosen is not None:
         base = os.fspath(locate_interpreter(chosen, os.environ, Path.cwd())[0])
-    with interrupts.temporary_folder("cudatx-fresh-") as folder:
+    # The pool is left (its uv calls waited for) before the folder is removed.
+    with interrupts.temporary_folder("cudatx-fresh-") as folder, ThreadPoolExecutor(2) as pool:
         venv = os.path.join(folder, "venv")
-        run_uv(uv, venv_argv(venv, base))
-        uv_cache = cache_dir(uv)
+        # uv makes the empty environment and names its cache while the planning code is
+        # imported (0.13 s and 0.1 s of a warm hook on torch, one after the other).
+        made = pool.submit(run_uv, uv, venv_argv(venv, base))
+        named = pool.submit(cache_dir, uv)
+        from cudatx.cache import open_cache
+        from cudatx.planning.checkreq import Wheels, check_conflicts, check_fresh
+        from cudatx.planning.lazyzip import Deadlines
+        from cudatx.render import checkreq as render
+
+        how = planned()
+        index_timeout, index_deadline = waits
+        deadlines = Deadlines(
+            index_timeout or Deadlines().request_s, index_deadline or Deadlines().check_s
+        )
+
+        made.result()
+        uv_cache = named.result()
         names = ", ".join(files)
         nothing = f"no such environment: {missing}" if missing else "no environment to check"
-        if own:
-            nothing += f" ({own} is cudatx's own environment: --python {own} checks it)"
+        if (ours := own()) is not None:
+            nothing += f" ({ours} is cudatx's own environment: --python {ours} checks it)"
         if fresh:
             with scanned(target.retarget(venv), echo=False) as env:
                 out.info(

@@ -571,11 +571,14 @@ def hook_target(
     if under_pre_commit(env):
         venv = here / ".venv"
         return str(venv) if venv.is_dir() else None
+    query = asked or start_query(None, env, here)
+    if query.found_by == FALLBACK:
+        return None  # known without its answer, which the check without one need not wait for
     try:
-        target = (asked or start_query(None, env, here)).result()
+        target = query.result()
     except EnvironmentNotFound:
         return None
-    if target.found_by == FALLBACK or own_environment(target.prefix):
+    if own_environment(target.prefix):
         return None
     return target.prefix
 

@@ -16,7 +16,7 @@ each with whether this change made it (git's committed version of the file).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from cudatx.models import Frozen
 from cudatx.paths import is_library_name
@@ -117,10 +117,14 @@ def _ordered(paths: Sequence[str]) -> tuple[str, ...]:
 
 
 def find_conflicts(
-    records: Sequence[WheelRecord], layout: Layout, blamer: Blamer, majors: Mapping[str, int]
+    records: Sequence[WheelRecord],
+    layout: Layout,
+    blame: Callable[[], Blamer],
+    majors: Mapping[str, int],
 ) -> tuple[tuple[Conflict, ...], tuple[Unhashed, ...]]:
-    """Every pair of distributions that install a path with different bytes. `majors`: the
-    CUDA major of a distribution where its name says it (for the fix's wording)."""
+    """Every pair of distributions that install a path with different bytes. `blame`: who
+    brings each in, asked only where two conflict (it may ask uv); `majors`: the CUDA major
+    of a distribution where its name says it (for the fix's wording)."""
     # path -> distribution -> the digests its RECORD gives the path (None: no hash). One pass
     # over the rows, each distribution once per path: a RECORD that lists one path 60,000
     # times (an index's, issue 31) costs 60,000 dict updates, not 60,000 squared pairs.
@@ -146,6 +150,22 @@ def find_conflicts(
                     same[(a, b)] = same.get((a, b), 0) + 1
                 else:
                     differ.setdefault((a, b), []).append(layout.display(path))
+    conflicts = _told(differ, same, blame(), majors) if differ else ()
+    unhashed = tuple(
+        Unhashed(first=a, second=b, paths=_ordered(paths))
+        for (a, b), paths in sorted(unknown.items())
+        if (a, b) not in differ
+    )
+    return conflicts, unhashed
+
+
+def _told(
+    differ: Mapping[tuple[str, str], Sequence[str]],
+    same: Mapping[tuple[str, str], int],
+    blamer: Blamer,
+    majors: Mapping[str, int],
+) -> tuple[Conflict, ...]:
+    """find_conflicts' conflicts: each pair, its paths, who brings each side in, the fix."""
     conflicts = []
     for (a, b), paths in sorted(differ.items()):
         first, second = blamer.brought(a), blamer.brought(b)
@@ -164,12 +184,7 @@ def find_conflicts(
                 fix=fixes(first, second, majors),
             )
         )
-    unhashed = tuple(
-        Unhashed(first=a, second=b, paths=_ordered(paths))
-        for (a, b), paths in sorted(unknown.items())
-        if (a, b) not in differ
-    )
-    return tuple(conflicts), unhashed
+    return tuple(conflicts)
 
 
 def culprits(first: Brought, second: Brought) -> tuple[Brought, ...]:

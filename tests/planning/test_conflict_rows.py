@@ -41,7 +41,7 @@ def _find(records: list[WheelRecord]) -> tuple[tuple[Conflict, ...], tuple[Unhas
         wheels=tuple(r.wheel for r in records),
         parents=tuple((r.wheel.name, (FILE,)) for r in records),
     )
-    return find_conflicts(records, LAYOUT, Blamer((), resolved, None), {})
+    return find_conflicts(records, LAYOUT, lambda: Blamer((), resolved, None), {})
 
 
 def test_a_path_repeated_in_one_record_is_one_path_of_one_finding() -> None:

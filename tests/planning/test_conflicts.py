@@ -223,6 +223,35 @@ def test_blamed_on_the_line_this_change_made(wheels: Path, tmp_path: Path) -> No
     ]
 
 
+def test_what_brings_a_wheel_in_is_asked_of_uv_only_to_blame(wheels: Path, tmp_path: Path) -> None:
+    """uv's annotated resolution (what brings each wheel in) is asked for only where two
+    wheels write one path with different bytes: a file that writes none is resolved once;
+    one that does is blamed as before, from a second resolution."""
+    log = tmp_path / "uv.log"
+    logged = tmp_path / "uv"
+    logged.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{uv_bin()}" "$@"\n')
+    logged.chmod(0o755)
+    links = ("--offline", "--find-links", str(wheels), "--uv", str(logged))
+
+    def compiles(project: Path) -> list[str]:
+        done = _check(project, "requirements.txt", *links)
+        calls = [c for c in log.read_text().splitlines() if c.startswith("pip compile")]
+        log.unlink()
+        assert done.returncode == (FINDINGS if "epsilon" in done.stdout else 0), done.stderr
+        return ["annotated" if "--annotation-style" in c else "locked" for c in calls]
+
+    (tmp_path / "safe").mkdir()
+    (tmp_path / "twins").mkdir()
+    assert compiles(_project(tmp_path / "safe", "alpha\ndelta\n")) == ["locked"]
+    twins = _project(tmp_path / "twins", "alpha\nepsilon\n")
+    assert compiles(twins) == ["locked", "annotated"]
+    blamed = _check(twins, "requirements.txt", *links).stdout.splitlines()
+    assert blamed[2:4] == [
+        "    epsilon 1.0 <- line 2 (not in git): epsilon",
+        "    gamma 1.0 <- line 1 (not in git): alpha, which requires gamma",
+    ]
+
+
 @pytest.mark.parametrize("style", ["remote", "local"])
 def test_precommit_in_a_fresh_clone(wheels: Path, tmp_path: Path, style: str) -> None:
     """No environment anywhere: the hook checks the file alone, through real pre-commit. The
