@@ -64,13 +64,18 @@ def _named_by(env: Environment, dist: Distribution) -> tuple[set[str], tuple[str
         if found.distribution == dist.name and loads.by_soname:
             names.update(loads.by_soname)
             names.update(n for chain in loads.by_soname.values() for ld in chain for n in ld.names)
-    owned = {env.keys(os.path.join(dist.site, e.path)) for e in dist.records}
-    names.update(os.path.basename(h.path) for h in env.hand_loads if env.keys(h.by) in owned)
+
+    def owned(path: str) -> bool:
+        """Whether `dist`'s RECORD lists `path` (the owners' index: keying each of torch's
+        13,000 rows to ask of a handful of files was a fifth of a warm doctor)."""
+        return dist.name in env.owners.get(env.keys(path), ())
+
+    names.update(os.path.basename(h.path) for h in env.hand_loads if owned(h.by))
     # And what the replay of its roots resolved, its libraries' own needs included (JAX's
     # version check opens libcusparse.so.12, which needs libnvJitLink.so.12).
     for result in (*env.loads, *env.context_loads):
         owner = run_of(env, result)
-        mine = env.keys(result.root) in owned or (
+        mine = owned(result.root) or (
             owner is not None and dist.name in (owner.framework.distribution, *owner.companions)
         )
         if mine:

@@ -27,7 +27,7 @@ from cudatx.discover.confinement import inside
 from cudatx.discover.owners import owner_of
 from cudatx.environment import Environment
 from cudatx.models import Distribution, Frozen, RecordEntry, SystemPackage
-from cudatx.paths import is_library_name, normal
+from cudatx.paths import is_library_name
 
 if TYPE_CHECKING:
     from cudatx.cache import ScanCache
@@ -266,7 +266,7 @@ def hollow(env: Environment, names: Iterable[str] | None = None) -> tuple[Hollow
         for entry in _checked(dist):
             total += 1
             path = os.path.join(dist.site, entry.path)
-            inside_meta = os.path.join(normal(path), "").startswith(meta)
+            inside_meta = os.path.join(os.path.normpath(path), "").startswith(meta)
             payload += not inside_meta
             state = _state(ctx, dist, entry, path)
             if state is None:
