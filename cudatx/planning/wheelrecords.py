@@ -148,7 +148,9 @@ def installed_entries(
             folder = layout.scheme(scheme, wheel.name) if scheme in _SCHEMES else None
             if folder is not None and inner:
                 path = posixpath.join(folder, inner) if folder else inner
-        out.append(entry._replace(path=normal(path)))
+        path = normal(path)
+        # the row itself where its path stays (nearly every one): _replace builds anew
+        out.append(entry if path == entry.path else entry._replace(path=path))
     return tuple(out)
 
 
