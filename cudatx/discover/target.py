@@ -571,14 +571,16 @@ def hook_target(
     if under_pre_commit(env):
         venv = here / ".venv"
         return str(venv) if venv.is_dir() else None
-    query = asked or start_query(None, env, here)
-    if query.found_by == FALLBACK:
-        return None  # known without its answer, which the check without one need not wait for
     try:
+        query = asked or start_query(None, env, here)
+        if query is asked and query.found_by == FALLBACK:
+            # Never the target, and known without the answer, which the command (its
+            # query) need not wait for here: the check without an environment goes on.
+            return None
         target = query.result()
     except EnvironmentNotFound:
         return None
-    if own_environment(target.prefix):
+    if target.found_by == FALLBACK or own_environment(target.prefix):
         return None
     return target.prefix
 
