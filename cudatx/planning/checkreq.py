@@ -366,9 +366,7 @@ def _resolve(
                 return annotated(
                     uv, target.prefix, written, options, wheels, no_deps=sync, timeout=left
                 )
-            return resolve(
-                uv, target.prefix, written, options, no_deps=sync, timeout=left, annotate=False
-            )
+            return resolve(uv, target.prefix, written, options, no_deps=sync, timeout=left)
         except UvTimedOut as exc:
             raise UvFailed(f"{exc.message}: waiting on {_indexes(options)}") from None
 
@@ -426,8 +424,7 @@ def _conflicts(
     records = _records(target, resolved, planning, now, wheels, until)
 
     # What brings each wheel in is asked of uv only where something is to be blamed (two
-    # wheels write one path with different bytes, a --fresh plan breaks): a second
-    # resolution, run beside the first it cost a check that finds nothing 0.1 s of 0.9.
+    # wheels write one path with different bytes, a --fresh plan breaks).
     @functools.cache
     def blame() -> Blamer:
         parents = _resolve(target, now, planning, mode, until, resolved)

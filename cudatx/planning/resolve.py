@@ -73,7 +73,7 @@ class Wheel(Frozen):
 class Resolved(Frozen):
     wheels: tuple[Wheel, ...]
     # name -> the names of what requires it; FILE for the requirements file itself (empty
-    # where not asked: resolve() without `annotate`)
+    # until annotated() asks)
     parents: tuple[tuple[str, tuple[str, ...]], ...]
 
     def via(self) -> dict[str, tuple[str, ...]]:
@@ -88,37 +88,20 @@ def resolve(
     *,
     no_deps: bool = False,
     timeout: float | None = None,
-    annotate: bool = True,
 ) -> Resolved:
     """The wheels `uv pip install -r REQUIREMENTS` would install into the empty environment
-    at `python` (its folder), and what brings each in. `no_deps`: exactly what the file
-    lists (a lock file, `uv pip sync`); `timeout`: the seconds each uv is given (an index
-    that trickles holds uv for ever: cudatx.uv.run_uv). Without `annotate`, the wheels alone
-    (`parents` empty): annotated() asks what brings them in, where that is wanted."""
+    at `python` (its folder); what brings each in is annotated()'s (`parents` empty here).
+    `no_deps`: exactly what the file lists (a lock file, `uv pip sync`); `timeout`: the
+    seconds uv is given (an index that trickles holds uv for ever: cudatx.uv.run_uv)."""
     # Without ALLOW_BUILD, pip_argv adds --only-binary :all:, last.
-    words = _words(options)
     with tempfile.TemporaryDirectory(prefix="cudatx-resolve-") as folder:
         lock = os.path.join(folder, "pylock.toml")  # uv requires the name pylock.toml
-        locking = lock_argv(python, requirements, lock, words, no_deps=no_deps)
-        told: str | None = None
-        if annotate:
-            annotating = annotated_argv(python, requirements, words, no_deps=no_deps)
-            # Both at once: each mostly waits on the index (uv revalidates its cached
-            # pages). (Imported here: a plan imports this module and resolves nothing;
-            # see cudatx.planning.change.propose.)
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=2) as pool:
-                said = pool.submit(run_uv, uv, locking, timeout=timeout)
-                told = run_uv(uv, annotating, timeout=timeout)
-                output = said.result()
-        else:
-            output = run_uv(uv, locking, timeout=timeout)
+        argv = lock_argv(python, requirements, lock, _words(options), no_deps=no_deps)
+        output = run_uv(uv, argv, timeout=timeout)
         with open(lock, "rb") as handle:
             text = handle.read().decode("utf-8")
     wheels = read_pylock(text, requirements, selected(output), lambda: target_tags(python))
-    resolved = Resolved(wheels=wheels, parents=())
-    return resolved if told is None else _with_parents(resolved, told, requirements)
+    return Resolved(wheels=wheels, parents=())
 
 
 def annotated(
@@ -131,20 +114,11 @@ def annotated(
     no_deps: bool = False,
     timeout: float | None = None,
 ) -> Resolved:
-    """`resolved` (resolve() of the same file without `annotate`) with what brings each
-    wheel in, from uv's annotated resolution run now."""
+    """`resolved` (resolve() of the same file) with what brings each wheel in, from uv's
+    annotated resolution, run where something is to be blamed (a second resolution: beside
+    every first one it cost a check that finds nothing 0.1 s of 0.9)."""
     argv = annotated_argv(python, requirements, _words(options), no_deps=no_deps)
-    return _with_parents(resolved, run_uv(uv, argv, timeout=timeout), requirements)
-
-
-def _words(options: Sequence[str]) -> list[str]:
-    return [w for w in options if w not in _COMPILE_FLAGS_DROPPED and w != ALLOW_BUILD]
-
-
-def _with_parents(resolved: Resolved, told: str, requirements: str) -> Resolved:
-    """`resolved`, with the parents uv's annotated resolution `told`; refused where the two
-    resolutions name other wheels."""
-    parents = read_via(told, requirements)
+    parents = read_via(run_uv(uv, argv, timeout=timeout), requirements)
     missing = {w.name for w in resolved.wheels} ^ set(parents)
     if missing:
         raise UvFailed(
@@ -152,6 +126,10 @@ def _with_parents(resolved: Resolved, told: str, requirements: str) -> Resolved:
             "index change meanwhile? run the check again"
         )
     return Resolved(wheels=resolved.wheels, parents=tuple(sorted(parents.items())))
+
+
+def _words(options: Sequence[str]) -> list[str]:
+    return [w for w in options if w not in _COMPILE_FLAGS_DROPPED and w != ALLOW_BUILD]
 
 
 def selected(output: str) -> dict[tuple[str, str], str]:
